@@ -1,0 +1,110 @@
+// The cost of the composed loop: one tiny-MLP training step through tp::Trainer (DummyInput,
+// SingleDevice, 16 callbacks whose hooks do nothing) against the same step written by hand in
+// LibTorch. Both run in the same process, interleaved in random order, repeated; the program
+// prints the ratio of their medians (target: <= 1.01).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <tp/tp.hpp>
+#include <torch/torch.h>
+
+namespace {
+
+constexpr std::int64_t steps_per_iteration = 100;
+
+torch::data::Example<> batch() {
+  torch::manual_seed(0);
+  return {torch::randn({32, 64}), torch::randint(0, 10, {32}, torch::kLong)};
+}
+
+torch::nn::Sequential tiny_mlp() {
+  torch::manual_seed(1);
+  return torch::nn::Sequential(torch::nn::Linear(64, 64), torch::nn::ReLU(), torch::nn::Linear(64, 10));
+}
+
+// Sixteen distinct callback types with every hook, all empty.
+template <int I>
+struct NoOp {
+  void before_train(auto&) {}
+  void before_epoch(auto&) {}
+  void before_step(auto&) {}
+  void after_step(auto&) {}
+  void after_epoch(auto&) {}
+  void after_train(auto&) {}
+};
+
+template <int... I>
+auto trainer_with_noops(std::integer_sequence<int, I...>) {
+  auto desc = tp::model_desc(tiny_mlp)
+                  .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
+                    return torch::nn::functional::cross_entropy(m->forward(b.data), b.target);
+                  })
+                  .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), 0.01); });
+  return tp::Trainer(tp::DummyInput(batch()), std::move(desc), tp::SingleDevice(),
+                     tp::TrainOptions().steps_per_epoch(steps_per_iteration), NoOp<I>{}...);
+}
+
+void hand_written(benchmark::State& state) {
+  const auto b = batch();
+  auto model = tiny_mlp();
+  torch::optim::SGD sgd(model->parameters(), 0.01);
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < steps_per_iteration; ++i) {
+      const auto input = b;  // what an input hands over: new handles to the same tensors
+      auto loss = torch::nn::functional::cross_entropy(model->forward(input.data), input.target);
+      sgd.zero_grad();
+      loss.backward();
+      sgd.step();
+      benchmark::DoNotOptimize(loss);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * steps_per_iteration);
+}
+
+void tp_trainer(benchmark::State& state) {
+  auto trainer = trainer_with_noops(std::make_integer_sequence<int, 16>{});
+  for (auto _ : state) {
+    trainer.train();
+    benchmark::DoNotOptimize(trainer.last_cost());
+  }
+  state.SetItemsProcessed(state.iterations() * steps_per_iteration);
+}
+
+BENCHMARK(hand_written)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->Repetitions(15);
+BENCHMARK(tp_trainer)->Unit(benchmark::kMicrosecond)->MinTime(0.2)->Repetitions(15);
+
+// Collects the median of every benchmark to print ratios at the end.
+class MedianCollector : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& run : runs)
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median")
+        medians[run.run_name.function_name] = run.GetAdjustedRealTime();
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, double> medians;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  torch::set_num_threads(1);  // a tiny step: threads would only add noise
+  std::vector<char*> args(argv, argv + argc);
+  std::string interleave = "--benchmark_enable_random_interleaving=true";
+  args.push_back(interleave.data());
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  MedianCollector reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  if (reporter.medians.count("hand_written") && reporter.medians.count("tp_trainer")) {
+    const double hand = reporter.medians["hand_written"], tp = reporter.medians["tp_trainer"];
+    std::cout << "\nmedian time per " << steps_per_iteration << " steps: hand-written " << hand << " us, tp::Trainer "
+              << tp << " us\nratio tp::Trainer / hand-written (median): " << tp / hand << "  (target <= 1.01)\n";
+  }
+  benchmark::Shutdown();
+}

@@ -1,0 +1,112 @@
+// Trains a small CNN on Fashion-MNIST and prints the test accuracy after every epoch.
+//
+//   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--min-accuracy A]
+//
+// With --min-accuracy it exits non-zero if the final test accuracy is below A (the examples
+// run as tests that way).
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include <tp/tp.hpp>
+#include <torch/torch.h>
+
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(1, 32, 3).padding(1)};
+  torch::nn::Conv2d conv2{torch::nn::Conv2dOptions(32, 64, 3).padding(1)};
+  torch::nn::Linear fc1{64 * 7 * 7, 128};
+  torch::nn::Linear fc2{128, 10};
+  NetImpl() {
+    register_module("conv1", conv1);
+    register_module("conv2", conv2);
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 14x14
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 7x7
+    x = torch::relu(fc1(x.flatten(1)));
+    return fc2(x);
+  }
+};
+TORCH_MODULE(Net);
+
+// Pixels to roughly zero mean and unit variance (Fashion-MNIST's mean and std).
+torch::Tensor normalize(const torch::Tensor& pixels) { return (pixels.to(torch::kFloat) / 255.0 - 0.2860) / 0.3530; }
+
+// Test accuracy of the main tower's model, put as the scalar "test_accuracy" every epoch.
+class TestAccuracy {
+ public:
+  explicit TestAccuracy(tp::data::FashionMnist test) : images_(normalize(test.images)), labels_(test.labels) {}
+
+  template <class Trainer>
+  void after_epoch(Trainer& trainer) {
+    auto& model = trainer.model();
+    torch::NoGradGuard no_grad;
+    model->eval();
+    std::int64_t correct = 0;
+    for (std::int64_t i = 0; i < images_.size(0); i += 1000) {
+      auto logits = model->forward(images_.slice(0, i, i + 1000));
+      correct += logits.argmax(1).eq(labels_.slice(0, i, i + 1000)).sum().template item<std::int64_t>();
+    }
+    model->train();
+    last_ = static_cast<double>(correct) / static_cast<double>(images_.size(0));
+    trainer.put_scalar("test_accuracy", last_);
+  }
+  double last() const { return last_; }
+
+ private:
+  torch::Tensor images_, labels_;
+  double last_ = 0;
+};
+
+std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == name) return std::stoll(argv[i + 1]);
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const int epochs = static_cast<int>(flag(argc, argv, "--epochs", 3));
+  const std::int64_t batch_size = flag(argc, argv, "--batch", 64);
+  double min_accuracy = 0;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--min-accuracy") min_accuracy = std::stod(argv[i + 1]);
+
+  torch::manual_seed(0);
+  auto train = tp::data::fashion_mnist(tp::data::split::train);
+  auto test = tp::data::fashion_mnist(tp::data::split::test);
+  const std::int64_t steps = flag(argc, argv, "--steps-per-epoch", train.images.size(0) / batch_size);
+  std::cout << "Fashion-MNIST: " << train.images.size(0) << " training and " << test.images.size(0)
+            << " test images; " << epochs << " epochs of " << steps << " steps, batch " << batch_size << "\n";
+
+  auto flow = tp::data::examples(normalize(train.images), train.labels) | tp::data::shuffle(42) |
+              tp::data::batch(batch_size);
+
+  auto desc = tp::model_desc([] { return Net(); })
+                  .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
+                    return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
+                  })
+                  .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
+
+  tp::Trainer trainer(tp::FeedInput(std::move(flow)), std::move(desc), tp::SingleDevice::best_available(),
+                      tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
+                      TestAccuracy(std::move(test)), tp::ScalarPrinter());
+  trainer.train();
+
+  const double accuracy = trainer.callback<TestAccuracy>().last();
+  std::cout << "final test accuracy: " << accuracy << "\n";
+  if (accuracy < min_accuracy) {
+    std::cerr << "test accuracy " << accuracy << " is below the required " << min_accuracy << "\n";
+    return 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "fashion_mnist: " << e.what() << "\n";
+  return 1;
+}

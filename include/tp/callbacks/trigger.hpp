@@ -1,0 +1,105 @@
+#pragma once
+// Triggers: run a callback's step hooks every N steps or once at a step, or its epoch hooks
+// every N epochs (tensorpack's PeriodicTrigger). The other hooks (before_train, after_train,
+// on_scalar and the hooks of the other kind) always pass through, so the wrapped callback can
+// still set itself up and tear itself down.
+//
+//   tp::every_n_steps(100, PrintWeights{})     after_step at global_step 100, 200, ...
+//   tp::every_n_epochs(2, Validation{...})      after_epoch at epoch 2, 4, ...
+//   tp::once_at_step(500, DumpActivations{})    after_step when global_step reaches 500
+//
+// Steps are counted by global_step and epochs by epoch_num, so a schedule survives a resume.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <tp/concepts/callback.hpp>
+#include <tp/detail/forward_hooks.hpp>
+
+namespace tp {
+
+namespace schedule {
+
+// Step hooks at every step s (counted by global_step after the step) with s % n == 0.
+struct every_n_steps {
+  std::int64_t n;
+  static constexpr bool gates_steps = true;
+  bool due_at_step(std::int64_t step) const noexcept { return step % n == 0; }
+};
+
+// Step hooks once, for the step that makes global_step equal to `step`.
+struct once_at_step {
+  std::int64_t step;
+  static constexpr bool gates_steps = true;
+  bool due_at_step(std::int64_t s) const noexcept { return s == step; }
+};
+
+// Epoch hooks at every epoch e with e % n == 0.
+struct every_n_epochs {
+  std::int64_t n;
+  static constexpr bool gates_steps = false;
+  bool due_at_epoch(int epoch) const noexcept { return epoch % n == 0; }
+};
+
+}  // namespace schedule
+
+template <class Inner, class Schedule>
+class Trigger : public detail::forward_hooks<Trigger<Inner, Schedule>, Inner> {
+  static_assert(callback<Inner>, "tp rule [callback: has a hook]: a trigger wraps a callback");
+  static_assert(!Schedule::gates_steps || detail::names_before_step<Inner> || detail::names_after_step<Inner>,
+                "tp rule [trigger: step hook]: a step trigger (every_n_steps, once_at_step) "
+                "wraps a callback with before_step or after_step; this one has neither");
+  static_assert(Schedule::gates_steps || detail::names_before_epoch<Inner> || detail::names_after_epoch<Inner>,
+                "tp rule [trigger: epoch hook]: every_n_epochs wraps a callback with "
+                "before_epoch or after_epoch; this one has neither");
+
+ public:
+  Trigger(Schedule schedule, Inner inner) : schedule_(schedule), inner_(std::move(inner)) {}
+
+  Inner& inner() noexcept { return inner_; }
+  const Inner& inner() const noexcept { return inner_; }
+
+  template <class Tag, class Trainer>
+  void dispatch(Trainer& trainer) {
+    if constexpr (Schedule::gates_steps && std::is_same_v<Tag, detail::before_step_tag>) {
+      if (!schedule_.due_at_step(trainer.global_step() + 1)) return;
+    } else if constexpr (Schedule::gates_steps && std::is_same_v<Tag, detail::after_step_tag>) {
+      if (!schedule_.due_at_step(trainer.global_step())) return;
+    } else if constexpr (!Schedule::gates_steps && (std::is_same_v<Tag, detail::before_epoch_tag> ||
+                                                    std::is_same_v<Tag, detail::after_epoch_tag>)) {
+      if (!schedule_.due_at_epoch(trainer.epoch_num())) return;
+    }
+    Tag::call(inner_, trainer);
+  }
+
+ private:
+  Schedule schedule_;
+  Inner inner_;
+};
+
+namespace detail {
+inline std::int64_t positive(std::int64_t n, const char* what) {
+  if (n <= 0)
+    throw std::invalid_argument(std::string("tp::") + what + ": the period must be > 0, got " + std::to_string(n));
+  return n;
+}
+}  // namespace detail
+
+template <callback Inner>
+auto every_n_steps(std::int64_t n, Inner inner) {
+  return Trigger<Inner, schedule::every_n_steps>({detail::positive(n, "every_n_steps")}, std::move(inner));
+}
+
+template <callback Inner>
+auto every_n_epochs(std::int64_t n, Inner inner) {
+  return Trigger<Inner, schedule::every_n_epochs>({detail::positive(n, "every_n_epochs")}, std::move(inner));
+}
+
+template <callback Inner>
+auto once_at_step(std::int64_t step, Inner inner) {
+  return Trigger<Inner, schedule::once_at_step>({detail::positive(step, "once_at_step")}, std::move(inner));
+}
+
+}  // namespace tp

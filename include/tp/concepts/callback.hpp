@@ -1,0 +1,114 @@
+#pragma once
+// The callback concept family.
+//
+// A callback is a plain class with any subset of these hooks, each called with the trainer:
+//
+//   before_train(trainer)   once, before the first step; end hooks pair with it
+//   before_epoch(trainer)   at the start of every epoch
+//   before_step(trainer)    before every step
+//   after_step(trainer)     after every step (global_step already counts it)
+//   after_epoch(trainer)    at the end of every epoch (tensorpack's trigger_epoch)
+//   after_train(trainer)    once, on every exit path: normal end, stop request, exception
+//   on_scalar(trainer, name, value)   a scalar was put (monitors); name is std::string_view
+//
+// Level 1 (detail): for each hook, whether the type *names* it (a member of that name exists,
+// whatever its signature) and whether it is *callable* with the trainer. Level 2 (public):
+// `callback<C>` names at least one hook; `callback_for<C, Trainer>` also has every named hook
+// callable with that trainer. Naming a hook that cannot be called is an error rather than a
+// silently ignored hook: a typo in a parameter list must not turn a callback into a no-op.
+#include <string_view>
+#include <type_traits>
+
+namespace tp::detail {
+
+// Name detection: derive from C and from a probe holding a member of the same name. Looking
+// the name up in the mix is ambiguous exactly when C declares it (function, template or data).
+#define TP_DETAIL_HOOK_TRAITS(hook)                                                             \
+  struct hook##_probe {                                                                       \
+    void hook();                                                                              \
+  };                                                                                          \
+  template <class C>                                                                          \
+  struct hook##_mix : C, hook##_probe {};                                                     \
+  template <class C>                                                                          \
+  concept names_##hook =                                                                      \
+      std::is_class_v<C> && !std::is_final_v<C> && !requires { &hook##_mix<C>::hook; };       \
+  template <class C, class T>                                                                 \
+  concept callable_##hook = requires(C& c, T& t) { c.hook(t); };
+
+TP_DETAIL_HOOK_TRAITS(before_train)
+TP_DETAIL_HOOK_TRAITS(before_epoch)
+TP_DETAIL_HOOK_TRAITS(before_step)
+TP_DETAIL_HOOK_TRAITS(after_step)
+TP_DETAIL_HOOK_TRAITS(after_epoch)
+TP_DETAIL_HOOK_TRAITS(after_train)
+#undef TP_DETAIL_HOOK_TRAITS
+
+struct on_scalar_probe {
+  void on_scalar();
+};
+template <class C>
+struct on_scalar_mix : C, on_scalar_probe {};
+template <class C>
+concept names_on_scalar =
+    std::is_class_v<C> && !std::is_final_v<C> && !requires { &on_scalar_mix<C>::on_scalar; };
+template <class C, class T>
+concept callable_on_scalar =
+    requires(C& c, T& t, std::string_view name, double value) { c.on_scalar(t, name, value); };
+
+template <class C>
+concept names_any_hook = names_before_train<C> || names_before_epoch<C> ||
+                         names_before_step<C> || names_after_step<C> || names_after_epoch<C> ||
+                         names_after_train<C> || names_on_scalar<C>;
+
+}  // namespace tp::detail
+
+namespace tp {
+
+// A class that declares at least one hook.
+template <class C>
+concept callback = std::is_class_v<C> && detail::names_any_hook<C>;
+
+// A callback whose every declared hook can be called with a `Trainer&`.
+template <class C, class Trainer>
+concept callback_for =
+    callback<C> &&
+    (!detail::names_before_train<C> || detail::callable_before_train<C, Trainer>) &&
+    (!detail::names_before_epoch<C> || detail::callable_before_epoch<C, Trainer>) &&
+    (!detail::names_before_step<C> || detail::callable_before_step<C, Trainer>) &&
+    (!detail::names_after_step<C> || detail::callable_after_step<C, Trainer>) &&
+    (!detail::names_after_epoch<C> || detail::callable_after_epoch<C, Trainer>) &&
+    (!detail::names_after_train<C> || detail::callable_after_train<C, Trainer>) &&
+    (!detail::names_on_scalar<C> || detail::callable_on_scalar<C, Trainer>);
+
+// A monitor is a callback that receives scalars.
+template <class C, class Trainer>
+concept monitor_for = callback_for<C, Trainer> && detail::callable_on_scalar<C, Trainer>;
+
+namespace detail {
+// One static_assert per rule, so the compiler's first error names the rule that was broken.
+template <class C, class Trainer>
+constexpr bool check_callback() {
+  static_assert(callback<C>,
+                "tp rule [callback: has a hook]: a callback must declare at least one hook: "
+                "before_train, before_epoch, before_step, after_step, after_epoch, after_train "
+                "or on_scalar");
+#define TP_DETAIL_CHECK_HOOK(hook)                                                   \
+  static_assert(!names_##hook<C> || callable_##hook<C, Trainer>,                     \
+                "tp rule [callback_for: hook signature]: the hook " #hook " of this " \
+                "callback cannot be called as " #hook "(trainer&); declare it as "     \
+                "`void " #hook "(auto& trainer)` or take the trainer type by reference");
+  TP_DETAIL_CHECK_HOOK(before_train)
+  TP_DETAIL_CHECK_HOOK(before_epoch)
+  TP_DETAIL_CHECK_HOOK(before_step)
+  TP_DETAIL_CHECK_HOOK(after_step)
+  TP_DETAIL_CHECK_HOOK(after_epoch)
+  TP_DETAIL_CHECK_HOOK(after_train)
+#undef TP_DETAIL_CHECK_HOOK
+  static_assert(!names_on_scalar<C> || callable_on_scalar<C, Trainer>,
+                "tp rule [callback_for: hook signature]: the hook on_scalar of this callback "
+                "cannot be called as on_scalar(trainer&, std::string_view name, double value)");
+  return true;
+}
+}  // namespace detail
+
+}  // namespace tp

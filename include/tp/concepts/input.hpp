@@ -1,0 +1,45 @@
+#pragma once
+// The input concept family.
+//
+// An input policy is where batches come from. It must have `next_batch()`, which returns the
+// batch for the next step by value (a tensor, a `torch::data::Example`, a tuple, any type the
+// tower function accepts). It never returns "nothing": an input that runs out of data starts a
+// new pass, and one that cannot produce a batch at all throws, saying why.
+//
+// Level 1: `detail::has_next_batch<I>` (the member exists and returns a value).
+// Level 2: `input_policy<I>`, which also requires the policy to be movable into the trainer.
+#include <concepts>
+#include <type_traits>
+#include <utility>
+
+namespace tp::detail {
+template <class I>
+concept has_next_batch = requires(I& input) {
+  { input.next_batch() };
+} && !std::is_void_v<decltype(std::declval<I&>().next_batch())>;
+}  // namespace tp::detail
+
+namespace tp {
+
+template <class I>
+concept input_policy = detail::has_next_batch<I> && std::move_constructible<I>;
+
+// The batch an input policy produces.
+template <input_policy I>
+using batch_t = std::remove_cvref_t<decltype(std::declval<I&>().next_batch())>;
+
+namespace detail {
+template <class I>
+constexpr bool check_input() {
+  static_assert(has_next_batch<I>,
+                "tp rule [input_policy: next_batch]: an input policy must have a member "
+                "`next_batch()` that returns the next batch by value (see FeedInput, "
+                "DummyInput)");
+  static_assert(std::move_constructible<I>,
+                "tp rule [input_policy: movable]: an input policy must be move-constructible; "
+                "the trainer owns it");
+  return true;
+}
+}  // namespace detail
+
+}  // namespace tp

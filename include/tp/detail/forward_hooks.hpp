@@ -1,0 +1,50 @@
+#pragma once
+// forward_hooks<Self, Inner>: gives a wrapper callback (a trigger, say) exactly the hooks its
+// inner callback declares, each forwarded to Self::dispatch<Tag>(trainer). A wrapper that
+// declared every hook would be seen as having hooks the inner lacks, and a wrapper that
+// declared none would be seen as no callback at all.
+#include <string_view>
+
+#include <tp/concepts/callback.hpp>
+#include <tp/detail/hook_dispatch.hpp>
+
+namespace tp::detail {
+
+#define TP_DETAIL_FORWARD_HOOK(hook)                                      \
+  template <class Self, bool present>                                     \
+  struct forward_##hook {};                                               \
+  template <class Self>                                                   \
+  struct forward_##hook<Self, true> {                                     \
+    template <class Trainer>                                              \
+    void hook(Trainer& trainer) {                                         \
+      static_cast<Self&>(*this).template dispatch<hook##_tag>(trainer);   \
+    }                                                                     \
+  };
+TP_DETAIL_FORWARD_HOOK(before_train)
+TP_DETAIL_FORWARD_HOOK(before_epoch)
+TP_DETAIL_FORWARD_HOOK(before_step)
+TP_DETAIL_FORWARD_HOOK(after_step)
+TP_DETAIL_FORWARD_HOOK(after_epoch)
+TP_DETAIL_FORWARD_HOOK(after_train)
+#undef TP_DETAIL_FORWARD_HOOK
+
+template <class Self, bool present>
+struct forward_on_scalar {};
+template <class Self>
+struct forward_on_scalar<Self, true> {
+  template <class Trainer>
+  void on_scalar(Trainer& trainer, std::string_view name, double value) {
+    static_cast<Self&>(*this).inner().on_scalar(trainer, name, value);
+  }
+};
+
+template <class Self, class Inner>
+struct forward_hooks : forward_before_train<Self, names_before_train<Inner>>,
+                       forward_before_epoch<Self, names_before_epoch<Inner>>,
+                       forward_before_step<Self, names_before_step<Inner>>,
+                       forward_after_step<Self, names_after_step<Inner>>,
+                       forward_after_epoch<Self, names_after_epoch<Inner>>,
+                       forward_after_train<Self, names_after_train<Inner>>,
+                       forward_on_scalar<Self, names_on_scalar<Inner>> {};
+
+}  // namespace tp::detail

@@ -1,0 +1,51 @@
+#pragma once
+// Runs a tower function and checks what it returned, so that a mistake in user code is
+// reported in terms of towers and batches, not as a LibTorch stack trace.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <c10/util/Exception.h>
+#include <torch/types.h>
+
+#include <tp/batch.hpp>
+#include <tp/tower_context.hpp>
+
+namespace tp::detail {
+
+inline std::string tower_name(const TowerContext& ctx) {
+  return "tower " + std::to_string(ctx.index) + " (" + ctx.device.str() + ")";
+}
+
+// The cost of one tower on one batch; throws std::runtime_error naming the tower, the batch's
+// shapes and LibTorch's own message when the tower function fails (typically: a batch whose
+// shape does not fit the model) or returns something that is not a differentiable scalar.
+template <class Tower, class Model, class Batch>
+torch::Tensor run_tower(Tower& tower, const TowerContext& ctx, Model& model, const Batch& batch) {
+  torch::Tensor cost;
+  try {
+    cost = tower.cost(ctx, model, batch);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(tower_name(ctx) + ": the tower function failed on a batch of shape " +
+                             describe_shapes(batch) +
+                             "; check that the batch fits the model. LibTorch said: " +
+                             e.what_without_backtrace());
+  }
+  if (!cost.defined())
+    throw std::runtime_error(tower_name(ctx) + ": the tower function returned an undefined tensor "
+                                               "as its cost");
+  if (cost.dim() != 0) {
+    std::ostringstream shape;
+    shape << cost.sizes();
+    throw std::runtime_error(tower_name(ctx) + ": the cost must be a scalar (a 0-dim tensor), "
+                             "but the tower function returned a tensor of shape " + shape.str() +
+                             "; reduce it with .mean() or .sum()");
+  }
+  if (ctx.is_training && !cost.requires_grad())
+    throw std::runtime_error(tower_name(ctx) + ": the cost does not require grad, so no gradient "
+                             "can flow to the model; the tower function must not detach it or "
+                             "compute it under torch::NoGradGuard");
+  return cost;
+}
+
+}  // namespace tp::detail

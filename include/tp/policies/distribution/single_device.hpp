@@ -1,0 +1,95 @@
+#pragma once
+// SingleDevice: one tower on one device (the CPU, or one GPU when LibTorch has CUDA).
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <torch/cuda.h>
+#include <torch/types.h>
+
+#include <tp/batch.hpp>
+#include <tp/concepts/tower.hpp>
+#include <tp/detail/run_tower.hpp>
+#include <tp/tower_context.hpp>
+
+namespace tp {
+
+class SingleDevice {
+ public:
+  explicit SingleDevice(torch::Device device = torch::kCPU) : device_(device) {
+    if (device_.is_cuda() && !torch::cuda::is_available())
+      throw std::invalid_argument("tp::SingleDevice: device " + device_.str() +
+                                  " was asked for, but this LibTorch has no usable CUDA device; "
+                                  "use torch::kCPU or SingleDevice::best_available()");
+    if (device_.is_cuda() && device_.has_index() &&
+        device_.index() >= static_cast<int>(torch::cuda::device_count()))
+      throw std::invalid_argument("tp::SingleDevice: device " + device_.str() + " does not exist; " +
+                                  std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+  }
+
+  // The first GPU if LibTorch can use one, the CPU otherwise.
+  static SingleDevice best_available() {
+    return SingleDevice(torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU));
+  }
+
+  torch::Device device() const noexcept { return device_; }
+
+  template <class Tower>
+  class Replica {
+   public:
+    using model_type = model_t<Tower>;
+
+    Replica(Tower& tower, torch::Device device) : model_(tower.make_model()), device_(device) {
+      (*model_).to(device_);
+      (*model_).train();
+      if constexpr (detail::has_optimizer_factory<Tower, model_type>) optimizer_.emplace(tower.make_optimizer(model_));
+    }
+
+    model_type& main_model() noexcept { return model_; }
+    torch::Device device() const noexcept { return device_; }
+    // The optimizer the tower policy made (only for towers that make one).
+    auto& optimizer()
+      requires detail::has_optimizer_factory<Tower, model_type>
+    {
+      return *optimizer_;
+    }
+
+    // Pull a batch, forward, backward, update. Returns the detached cost.
+    template <class Input>
+      requires trainable_tower<Tower, std::remove_cvref_t<decltype(std::declval<Input&>().next_batch())>>
+    torch::Tensor run_step(Tower& tower, Input& input) {
+      const auto batch = to_device(input.next_batch(), device_);
+      const TowerContext ctx{.is_training = true, .index = 0, .device = device_, .is_main = true};
+      torch::Tensor cost = detail::run_tower(tower, ctx, model_, batch);
+      optimizer_->zero_grad();
+      cost.backward();
+      optimizer_->step();
+      return cost.detach();
+    }
+
+   private:
+    using optimizer_type = decltype([] {
+      if constexpr (detail::has_optimizer_factory<Tower, model_type>)
+        return std::type_identity<std::remove_cvref_t<
+            decltype(std::declval<Tower&>().make_optimizer(std::declval<model_type&>()))>>{};
+      else
+        return std::type_identity<std::monostate>{};
+    }())::type;
+
+    model_type model_;
+    torch::Device device_;
+    std::optional<optimizer_type> optimizer_;
+  };
+
+  template <class Tower>
+  Replica<Tower> build(Tower& tower) {
+    return Replica<Tower>(tower, device_);
+  }
+
+ private:
+  torch::Device device_;
+};
+
+}  // namespace tp

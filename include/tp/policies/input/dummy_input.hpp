@@ -1,0 +1,19 @@
+#pragma once
+// DummyInput: gives the same batch at every step. For benchmarks and smoke tests: it measures
+// the step without the cost of data.
+#include <utility>
+
+namespace tp {
+
+template <class Batch>
+class DummyInput {
+ public:
+  explicit DummyInput(Batch batch) : batch_(std::move(batch)) {}
+  // A copy of the batch (for tensors: new handles to the same storage, no data copied).
+  Batch next_batch() const { return batch_; }
+
+ private:
+  Batch batch_;
+};
+
+}  // namespace tp

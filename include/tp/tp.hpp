@@ -1,0 +1,20 @@
+#pragma once
+// The umbrella header, for users. The library's own headers include only what they use.
+#include <tp/batch.hpp>
+#include <tp/callbacks/progress_bar.hpp>
+#include <tp/callbacks/trigger.hpp>
+#include <tp/concepts/callback.hpp>
+#include <tp/concepts/distribution.hpp>
+#include <tp/concepts/input.hpp>
+#include <tp/concepts/tower.hpp>
+#include <tp/data/dataflow.hpp>
+#include <tp/data/fashion_mnist.hpp>
+#include <tp/monitors/console.hpp>
+#include <tp/policies/distribution/single_device.hpp>
+#include <tp/policies/input/dummy_input.hpp>
+#include <tp/policies/input/feed_input.hpp>
+#include <tp/policies/tower/model_desc.hpp>
+#include <tp/stop_training.hpp>
+#include <tp/tower_context.hpp>
+#include <tp/train_options.hpp>
+#include <tp/trainer.hpp>

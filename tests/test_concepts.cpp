@@ -1,0 +1,143 @@
+// The concepts, positive and negative. These are compile-time tests: this file does not build
+// if one of them breaks. The compile-fail tests (compile_fail/) check the error messages.
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include "support.hpp"
+
+namespace {
+
+// Stands in for a trainer: hooks are checked against the type they are called with.
+struct FakeTrainer {
+  std::int64_t global_step() const { return 0; }
+};
+
+struct AfterStepOnly {
+  void after_step(auto&) {}
+};
+struct TakesConcreteTrainer {
+  void before_epoch(FakeTrainer&) {}
+};
+struct NoHooks {
+  int steps = 0;
+  void step() {}
+};
+struct WrongSignature {
+  void after_step() {}  // forgot the trainer
+};
+struct WrongScalarSignature {
+  void on_scalar(auto&, double) {}  // forgot the name
+};
+struct Monitor {
+  void on_scalar(auto&, std::string_view, double) {}
+};
+struct DataMemberNamedLikeAHook {
+  int after_step = 0;
+};
+struct FinalWithHook final {
+  void after_epoch(auto&) {}
+};
+
+static_assert(tp::callback<AfterStepOnly>);
+static_assert(tp::callback_for<AfterStepOnly, FakeTrainer>);
+static_assert(tp::callback_for<TakesConcreteTrainer, FakeTrainer>);
+static_assert(!tp::callback<NoHooks>);
+static_assert(!tp::callback<int>);
+static_assert(!tp::callback<std::pair<int, int>>);
+static_assert(tp::callback<WrongSignature> && !tp::callback_for<WrongSignature, FakeTrainer>);
+static_assert(tp::callback<WrongScalarSignature> && !tp::callback_for<WrongScalarSignature, FakeTrainer>);
+static_assert(tp::monitor_for<Monitor, FakeTrainer> && !tp::monitor_for<AfterStepOnly, FakeTrainer>);
+static_assert(tp::callback<DataMemberNamedLikeAHook> && !tp::callback_for<DataMemberNamedLikeAHook, FakeTrainer>);
+static_assert(!tp::callback<FinalWithHook>);  // names cannot be probed in a final class
+
+// Library callbacks are callbacks.
+static_assert(tp::callback<tp::ProgressBar> && tp::callback<tp::ScalarPrinter>);
+static_assert(tp::callback<decltype(tp::every_n_steps(1, AfterStepOnly{}))>);
+
+// Inputs.
+struct NoNextBatch {
+  torch::Tensor batch;
+};
+struct VoidNextBatch {
+  void next_batch() {}
+};
+struct NotMovable {
+  NotMovable(NotMovable&&) = delete;
+  torch::Tensor next_batch() { return {}; }
+};
+static_assert(tp::input_policy<tp::DummyInput<torch::Tensor>>);
+static_assert(std::is_same_v<tp::batch_t<tp::DummyInput<tp_test::Batch>>, tp_test::Batch>);
+using NumberedFlow = decltype(tp::data::examples(torch::zeros({2}), torch::zeros({2})) | tp::data::batch(1));
+static_assert(tp::input_policy<tp::FeedInput<NumberedFlow>>);
+static_assert(std::is_same_v<tp::batch_t<tp::FeedInput<NumberedFlow>>, torch::data::Example<>>);
+static_assert(!tp::input_policy<NoNextBatch>);
+static_assert(!tp::input_policy<VoidNextBatch>);
+static_assert(!tp::input_policy<NotMovable>);
+static_assert(!tp::input_policy<int>);
+
+// Towers.
+static_assert(tp::module_handle<torch::nn::Linear>);
+static_assert(tp::module_handle<std::shared_ptr<torch::nn::Module>>);
+static_assert(!tp::module_handle<torch::nn::LinearImpl>);
+static_assert(!tp::module_handle<int>);
+
+using LinearDesc = decltype(tp_test::linear_desc());
+static_assert(tp::tower_policy<LinearDesc>);
+static_assert(std::is_same_v<tp::model_t<LinearDesc>, torch::nn::Linear>);
+static_assert(tp::trainable_tower<LinearDesc, tp_test::Batch>);
+static_assert(!tp::trainable_tower<LinearDesc, torch::Tensor>);  // the tower function takes an Example
+
+auto make_linear = [] { return torch::nn::Linear(4, 1); };
+using ReturnsFloat = decltype(tp::model_desc(make_linear)
+                                  .tower_function([](const tp::TowerContext&, torch::nn::Linear&, const torch::Tensor&) { return 1.0f; })
+                                  .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.1); }));
+static_assert(tp::tower_policy<ReturnsFloat> && !tp::trainable_tower<ReturnsFloat, torch::Tensor>);
+using ReturnsPair = decltype(tp::model_desc(make_linear)
+                                 .tower_function([](const tp::TowerContext&, torch::nn::Linear&, const torch::Tensor& t) { return std::pair{t, t}; })
+                                 .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.1); }));
+static_assert(!tp::trainable_tower<ReturnsPair, torch::Tensor>);
+using NoOptimizer = decltype(tp::model_desc(make_linear).tower_function(
+    [](const tp::TowerContext&, torch::nn::Linear& m, const torch::Tensor& t) { return m->forward(t).sum(); }));
+static_assert(tp::tower_policy<NoOptimizer> && !tp::trainable_tower<NoOptimizer, torch::Tensor>);
+struct ReturnsNoModule {
+  int make_model() { return 0; }
+};
+static_assert(!tp::tower_policy<ReturnsNoModule> && !tp::tower_policy<int>);
+
+// Optimizers.
+static_assert(tp::optimizer<torch::optim::SGD> && tp::optimizer<torch::optim::Adam>);
+static_assert(!tp::optimizer<int>);
+
+// Distribution policies.
+static_assert(tp::distribution_policy<tp::SingleDevice, LinearDesc>);
+static_assert(tp::stepping_distribution<tp::SingleDevice, LinearDesc, tp::DummyInput<tp_test::Batch>>);
+static_assert(!tp::stepping_distribution<tp::SingleDevice, LinearDesc, tp::DummyInput<torch::Tensor>>);
+static_assert(tp::distribution_policy<tp::SingleDevice, NoOptimizer>);
+static_assert(!tp::stepping_distribution<tp::SingleDevice, NoOptimizer, tp::DummyInput<torch::Tensor>>);
+static_assert(!tp::distribution_policy<int, LinearDesc>);
+
+}  // namespace
+
+// The loop itself does nothing for a callback without a hook at a given event: with only
+// no-op callbacks the trainer is the same type and size as with a handful of them.
+namespace {
+struct Empty {
+  void after_step(auto&) {}
+};
+}  // namespace
+
+TEST(Concepts, EmptyCallbacksTakeNoSpaceInTheTrainer) {
+  using Plain = decltype(tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1)));
+  using With = decltype(tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), Empty{}));
+  EXPECT_EQ(sizeof(Plain), sizeof(With));
+}
+
+TEST(Concepts, TheCheckedTrainerAcceptsWhatTheConceptsAccept) {
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), AfterStepOnly{}, Monitor{},
+                                       tp::every_n_epochs(2, tp_test::Spy{}));
+  using T = std::remove_reference_t<decltype(trainer)>;
+  static_assert(tp::callback_for<AfterStepOnly, T> && tp::monitor_for<Monitor, T>);
+  static_assert(tp::callback_for<tp_test::Spy, T>);
+  EXPECT_NO_THROW(trainer.train());
+}
