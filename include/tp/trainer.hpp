@@ -135,8 +135,13 @@ class Trainer {
   bool stop_requested() const noexcept { return stop_requested_; }
 
   // The cost the last step returned (undefined before the first step, or if the step returns
-  // nothing). Detached; reading it with .item() waits for the device.
-  const torch::Tensor& last_cost() const noexcept { return last_cost_; }
+  // nothing), detached from the autograd graph. It is detached here, on first read, rather
+  // than in every step: a run whose callbacks never read it does not pay for it. Reading its
+  // value with .item() waits for the device.
+  const torch::Tensor& last_cost() const {
+    if (last_cost_.defined() && last_cost_.requires_grad()) last_cost_ = last_cost_.detach();
+    return last_cost_;
+  }
 
   // --- scalars -----------------------------------------------------------------------------
   static constexpr bool has_monitors() { return (detail::callable_on_scalar<Callbacks, Trainer> || ...); }
@@ -234,7 +239,7 @@ class Trainer {
   std::int64_t global_step_ = 0;
   std::size_t started_ = 0;
   bool stop_requested_ = false;
-  torch::Tensor last_cost_;
+  mutable torch::Tensor last_cost_;  // as the step returned it; last_cost() detaches it
 };
 
 template <class I, class T, class D, class... Cs>

@@ -8,7 +8,7 @@
 //   main_model()                the main tower's model (what callbacks read and savers save)
 //   run_step(tower, input)      the default step: every tower pulls its own batch, computes its
 //                               cost, and the policy makes one update; returns the main tower's
-//                               cost, detached
+//                               cost (the trainer detaches it when it is read)
 //
 // Level 1: `detail::builds_replicas<D, Tower>`; level 2: `distribution_policy<D, Tower>` (the
 // replicas expose a main model) and `stepping_distribution<D, Tower, Input>` (they can also run

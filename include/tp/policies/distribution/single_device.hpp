@@ -56,7 +56,8 @@ class SingleDevice {
       return *optimizer_;
     }
 
-    // Pull a batch, forward, backward, update. Returns the detached cost.
+    // Pull a batch, forward, backward, update. Returns the cost (the trainer detaches it when
+    // it is read).
     template <class Input>
       requires trainable_tower<Tower, std::remove_cvref_t<decltype(std::declval<Input&>().next_batch())>>
     torch::Tensor run_step(Tower& tower, Input& input) {
@@ -66,7 +67,7 @@ class SingleDevice {
       optimizer_->zero_grad();
       cost.backward();
       optimizer_->step();
-      return cost.detach();
+      return cost;
     }
 
    private:
