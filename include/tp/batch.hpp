@@ -24,26 +24,38 @@ template <class T>
 concept tuple_like = requires { std::tuple_size<T>::value; } && !std::is_same_v<T, torch::Tensor>;
 }  // namespace detail
 
-// Returns `batch` on `device`. Tensors already there are returned as they are (no copy).
-template <class B>
-B to_device(B batch, torch::Device device) {
+// Applies f (Tensor -> Tensor) to every tensor of a batch and returns the batch.
+template <class B, class F>
+B map_tensors(B batch, F&& f) {
   if constexpr (std::is_same_v<B, torch::Tensor>) {
-    if (!batch.defined() || batch.device() == device) return batch;
-    return batch.to(device, /*non_blocking=*/true);
+    return batch.defined() ? f(std::move(batch)) : batch;
   } else if constexpr (requires { batch.data; batch.target; }) {
-    batch.data = to_device(std::move(batch.data), device);
-    batch.target = to_device(std::move(batch.target), device);
+    batch.data = map_tensors(std::move(batch.data), f);
+    batch.target = map_tensors(std::move(batch.target), f);
     return batch;
   } else if constexpr (detail::tuple_like<B>) {
-    std::apply([&](auto&... part) { ((part = to_device(std::move(part), device)), ...); }, batch);
+    std::apply([&](auto&... part) { ((part = map_tensors(std::move(part), f)), ...); }, batch);
     return batch;
   } else if constexpr (detail::is_vector<B>::value) {
-    for (auto& part : batch) part = to_device(std::move(part), device);
+    for (auto& part : batch) part = map_tensors(std::move(part), f);
     return batch;
-  } else if constexpr (requires { { batch.to(device) } -> std::convertible_to<B>; }) {
-    return batch.to(device);
   } else {
     return batch;
+  }
+}
+
+// Returns `batch` on `device`. Tensors already there are returned as they are (no copy); a type
+// tp does not know is moved with its own `to(device)` if it has one.
+template <class B>
+B to_device(B batch, torch::Device device) {
+  if constexpr (!std::is_same_v<B, torch::Tensor> && !requires { batch.data; batch.target; } &&
+                !detail::tuple_like<B> && !detail::is_vector<B>::value &&
+                requires { { batch.to(device) } -> std::convertible_to<B>; }) {
+    return batch.to(device);
+  } else {
+    return map_tensors(std::move(batch), [device](torch::Tensor t) {
+      return t.device() == device ? t : t.to(device, /*non_blocking=*/true);
+    });
   }
 }
 

@@ -13,6 +13,8 @@
 #include <tp/policies/distribution/single_device.hpp>
 #include <tp/policies/input/dummy_input.hpp>
 #include <tp/policies/input/feed_input.hpp>
+#include <tp/policies/input/queue_input.hpp>
+#include <tp/policies/input/staging_input.hpp>
 #include <tp/policies/tower/model_desc.hpp>
 #include <tp/stop_training.hpp>
 #include <tp/tower_context.hpp>

@@ -91,6 +91,7 @@ class Trainer {
     epoch_num_ = options_.starting_epoch() - 1;  // epochs finished, as tensorpack counts them
     local_step_ = 0;
     try {
+      if constexpr (requires { input_.start(); }) input_.start();  // background threads, if any
       run_before_train();
       for (int epoch = options_.starting_epoch(); epoch <= options_.max_epoch(); ++epoch) {
         epoch_num_ = epoch;  // after the loop it stays the last epoch run
@@ -115,9 +116,11 @@ class Trainer {
     } catch (const stop_training&) {
       // A requested end, not a failure: fall through to after_train and return.
     } catch (...) {
+      stop_input();
       run_after_train(std::current_exception());
       throw;
     }
+    stop_input();
     run_after_train(nullptr);
   }
 
@@ -196,6 +199,11 @@ class Trainer {
     return detail::indices_where<Callbacks...>([](auto t) {
       return hana::bool_c<detail::callable_on_scalar<typename decltype(t)::type, Trainer>>;
     });
+  }
+
+  // Stops the input's threads (what they made stays queued for the next run).
+  void stop_input() noexcept {
+    if constexpr (requires { input_.stop(); }) input_.stop();
   }
 
   void run_before_train() {

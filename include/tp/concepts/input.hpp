@@ -4,7 +4,12 @@
 // An input policy is where batches come from. It must have `next_batch()`, which returns the
 // batch for the next step by value (a tensor, a `torch::data::Example`, a tuple, any type the
 // tower function accepts). It never returns "nothing": an input that runs out of data starts a
-// new pass, and one that cannot produce a batch at all throws, saying why.
+// new pass, and one that cannot produce a batch at all throws, saying why. With several towers
+// next_batch() is called from several threads at once, so such an input must be thread-safe.
+//
+// Optional: `start()` and `stop()`, which the trainer calls when training starts and when it
+// ends (on every exit path), for inputs that run threads; `position()` and `restore(p)`, for
+// inputs whose place in the data can be saved with a checkpoint.
 //
 // Level 1: `detail::has_next_batch<I>` (the member exists and returns a value).
 // Level 2: `input_policy<I>`, which also requires the policy to be movable into the trainer.

@@ -6,11 +6,14 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <range/v3/range/access.hpp>
 #include <range/v3/range/concepts.hpp>
 #include <range/v3/range/traits.hpp>
+
+#include <tp/data/state.hpp>
 
 namespace tp {
 
@@ -18,14 +21,36 @@ template <class Dataflow>
   requires ranges::input_range<Dataflow>
 class FeedInput {
  public:
-  explicit FeedInput(Dataflow dataflow)
-      : dataflow_(std::make_unique<Dataflow>(std::move(dataflow))) {}
+  explicit FeedInput(Dataflow dataflow) : dataflow_(std::make_unique<Dataflow>(std::move(dataflow))) {}
 
   ranges::range_value_t<Dataflow> next_batch() {
+    // Advancing may make the next batch (and fail): do it only when that batch is asked for, so
+    // that a failure never swallows a batch already made.
+    if (advance_due_) {
+      advance_due_ = false;
+      ++*position_;
+    }
     if (!position_ || *position_ == *end_) start_pass();
     auto batch = **position_;
-    ++*position_;
+    advance_due_ = true;
+    ++consumed_;
     return batch;
+  }
+
+  // Where the next batch will come from; restore() goes back there.
+  data::position position() const {
+    if (!position_) return {data::save_state(*dataflow_), 0};
+    return {pass_start_, consumed_};
+  }
+  void restore(const data::position& where) {
+    data::load_state(*dataflow_, where.flow);
+    advance_due_ = false;
+    start_pass();
+    for (; consumed_ < where.consumed; ++consumed_, ++*position_)
+      if (*position_ == *end_)
+        throw std::invalid_argument("tp::FeedInput::restore: the pass ended after " + std::to_string(consumed_) +
+                                    " batches, before the saved position (" + std::to_string(where.consumed) +
+                                    "); the dataflow is not the one the position was saved from");
   }
 
   // Passes started so far (the first call to next_batch starts pass 1).
@@ -34,8 +59,10 @@ class FeedInput {
 
  private:
   void start_pass() {
+    pass_start_ = data::save_state(*dataflow_);
     position_.emplace(ranges::begin(*dataflow_));
     end_.emplace(ranges::end(*dataflow_));
+    consumed_ = 0;
     ++passes_;
     if (*position_ == *end_)
       throw std::runtime_error(
@@ -48,7 +75,10 @@ class FeedInput {
   std::unique_ptr<Dataflow> dataflow_;
   std::optional<ranges::iterator_t<Dataflow>> position_;
   std::optional<ranges::sentinel_t<Dataflow>> end_;
+  data::dataflow_state pass_start_;
+  std::int64_t consumed_ = 0;
   std::int64_t passes_ = 0;
+  bool advance_due_ = false;
 };
 
 }  // namespace tp

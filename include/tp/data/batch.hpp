@@ -1,0 +1,129 @@
+#pragma once
+// batch(n): groups n consecutive datapoints into one batch (stacked tensors by default), keeping
+// or dropping a last, smaller batch.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <range/v3/iterator/default_sentinel.hpp>
+#include <range/v3/range/access.hpp>
+#include <range/v3/range/concepts.hpp>
+#include <range/v3/range/traits.hpp>
+#include <range/v3/view/interface.hpp>
+#include <torch/data/example.h>
+#include <torch/types.h>
+
+namespace tp::data {
+
+// Stacks datapoints along a new first dimension: tensors, Examples, and tuples of them.
+struct collate_fn {
+  torch::Tensor operator()(const std::vector<torch::Tensor>& items) const { return torch::stack(items); }
+
+  template <class Data, class Target>
+  torch::data::Example<Data, Target> operator()(const std::vector<torch::data::Example<Data, Target>>& items) const {
+    std::vector<Data> data;
+    std::vector<Target> target;
+    data.reserve(items.size());
+    target.reserve(items.size());
+    for (const auto& item : items) {
+      data.push_back(item.data);
+      target.push_back(item.target);
+    }
+    return {(*this)(data), (*this)(target)};
+  }
+};
+
+enum class remainder { keep, drop };
+
+template <class Source, class Collate>
+class batched_view : public ranges::view_base {
+ public:
+  using datapoint_type = ranges::range_value_t<Source>;
+  using batch_type = std::remove_cvref_t<std::invoke_result_t<Collate&, const std::vector<datapoint_type>&>>;
+
+  class iterator {
+   public:
+    using value_type = batch_type;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+
+    iterator() = default;
+    explicit iterator(batched_view* owner)
+        : owner_(owner), position_(ranges::begin(owner->source_)), end_(ranges::end(owner->source_)) {
+      fill();
+    }
+    const batch_type& operator*() const { return *current_; }
+    iterator& operator++() {
+      fill();
+      return *this;
+    }
+    void operator++(int) { fill(); }
+    friend bool operator==(const iterator& it, ranges::default_sentinel_t) { return !it.current_; }
+
+   private:
+    // Advances the source only when its next datapoint is needed: advancing may compute that
+    // datapoint (a parallel_map below), and a failure there must not cost this batch.
+    void fill() {
+      std::vector<datapoint_type> items;
+      items.reserve(static_cast<std::size_t>(owner_->size_));
+      while (static_cast<std::int64_t>(items.size()) < owner_->size_) {
+        if (advance_due_) {
+          advance_due_ = false;
+          ++position_;
+        }
+        if (position_ == end_) break;
+        items.push_back(*position_);
+        advance_due_ = true;
+      }
+      const bool full = static_cast<std::int64_t>(items.size()) == owner_->size_;
+      if (items.empty() || (!full && owner_->remainder_ == remainder::drop)) current_.reset();
+      else current_.emplace(owner_->collate_(items));
+    }
+
+    batched_view* owner_ = nullptr;
+    ranges::iterator_t<Source> position_{};
+    ranges::sentinel_t<Source> end_{};
+    bool advance_due_ = false;
+    std::optional<batch_type> current_;
+  };
+
+  batched_view() = default;
+  batched_view(Source source, std::int64_t size, remainder rest, Collate collate)
+      : source_(std::move(source)), size_(size), remainder_(rest), collate_(std::move(collate)) {}
+
+  iterator begin() { return iterator(this); }
+  ranges::default_sentinel_t end() const { return {}; }
+  Source& base() noexcept { return source_; }
+
+ private:
+  Source source_;
+  std::int64_t size_ = 1;
+  remainder remainder_ = remainder::keep;
+  Collate collate_;
+};
+
+template <class Collate = collate_fn>
+struct batch {
+  std::int64_t size;
+  remainder rest;
+  Collate collate;
+
+  explicit batch(std::int64_t n, remainder r = remainder::keep, Collate c = {})
+      : size(n), rest(r), collate(std::move(c)) {
+    if (n <= 0) throw std::invalid_argument("tp::data::batch: the batch size must be > 0, got " + std::to_string(n));
+  }
+
+  template <class Source>
+  friend auto operator|(Source&& source, batch b) {
+    using S = std::remove_cvref_t<Source>;
+    static_assert(ranges::input_range<S>, "tp::data::batch needs a range of datapoints on its left");
+    return batched_view<S, Collate>(std::forward<Source>(source), b.size, b.rest, std::move(b.collate));
+  }
+};
+
+}  // namespace tp::data

@@ -1,0 +1,69 @@
+#pragma once
+// A dataflow's position, so that a resumed run sees exactly the data the interrupted one would
+// have seen.
+//
+// Across passes, a dataflow's only state is how many passes each of its seeded views has
+// started (a view's pass k is a pure function of its seed and k). save_state() collects those
+// counters, outermost view first, walking from view to source through `base()` (our views and
+// range-v3's have it); load_state() puts them back. Within a pass, an input policy counts the
+// batches it has handed out: `position` is both, and an input restores it by loading the state
+// and skipping that many batches of the pass.
+#include <concepts>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tp::data {
+
+using dataflow_state = std::vector<std::uint64_t>;
+
+// Where an input policy is in its dataflow: the dataflow's state before the current pass began,
+// and how many batches of that pass have been consumed.
+struct position {
+  dataflow_state flow;
+  std::int64_t consumed = 0;
+  friend bool operator==(const position&, const position&) = default;
+};
+
+// A view that can say how many passes it has started, and be told.
+template <class V>
+concept counts_passes = requires(V& v, const V& cv) {
+  { cv.passes() } -> std::convertible_to<std::uint64_t>;
+  v.set_passes(std::uint64_t{});
+};
+
+namespace detail {
+template <class V, class F>
+void for_each_view(V& view, F&& f) {
+  f(view);
+  if constexpr (requires { view.base(); }) {
+    if constexpr (std::is_lvalue_reference_v<decltype(view.base())>) for_each_view(view.base(), f);
+  }
+}
+}  // namespace detail
+
+template <class Flow>
+dataflow_state save_state(Flow& flow) {
+  dataflow_state state;
+  detail::for_each_view(flow, [&](auto& view) {
+    if constexpr (counts_passes<std::remove_cvref_t<decltype(view)>>) state.push_back(view.passes());
+  });
+  return state;
+}
+
+template <class Flow>
+void load_state(Flow& flow, const dataflow_state& state) {
+  const auto expected = save_state(flow).size();
+  if (state.size() != expected)
+    throw std::invalid_argument("tp::data::load_state: the saved state holds " + std::to_string(state.size()) +
+                                " pass counters but this dataflow has " + std::to_string(expected) +
+                                " seeded views; it must be built the same way as the one that was saved");
+  std::size_t i = 0;
+  detail::for_each_view(flow, [&](auto& view) {
+    if constexpr (counts_passes<std::remove_cvref_t<decltype(view)>>) view.set_passes(state[i++]);
+  });
+}
+
+}  // namespace tp::data
