@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: setup configure demo test bench clean
+.PHONY: setup configure demo test bench sanitize clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,5 +24,15 @@ bench: configure
 	@cmake --build $(BUILD) --target benches -j $(JOBS)
 	@for b in $(BUILD)/bench/bench_*; do $$b; done
 
+# The unit tests under ThreadSanitizer and AddressSanitizer (our code instrumented, LibTorch not).
+sanitize: setup
+	@for s in thread address; do \
+	  cmake -S . -B $(BUILD)-$$s -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTP_SANITIZE=$$s -DTP_BUILD_EXAMPLES=OFF -DTP_BUILD_BENCH=OFF > /dev/null && \
+	  cmake --build $(BUILD)-$$s --target tp_tests -j $(JOBS) && \
+	  echo "== $$s sanitizer" && \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ASAN_OPTIONS="detect_leaks=0" \
+	    $(BUILD)-$$s/tests/tp_tests --gtest_brief=1 || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD).configure.log

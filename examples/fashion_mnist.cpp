@@ -1,9 +1,11 @@
 // Trains a small CNN on Fashion-MNIST and prints the test accuracy after every epoch.
 //
-//   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--min-accuracy A]
+//   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--input queue|feed]
+//                 [--min-accuracy A]
 //
-// With --min-accuracy it exits non-zero if the final test accuracy is below A (the examples
-// run as tests that way).
+// --input queue (the default) prepares batches in a background thread while the step runs
+// (QueueInput); feed prepares them in the training thread (FeedInput). With --min-accuracy it
+// exits non-zero if the final test accuracy is below A (the examples run as tests that way).
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -63,10 +65,29 @@ class TestAccuracy {
   double last_ = 0;
 };
 
-std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t fallback) {
+std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
   for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::stoll(argv[i + 1]);
+    if (argv[i] == name) return argv[i + 1];
   return fallback;
+}
+
+std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t fallback) {
+  return std::stoll(option(argc, argv, name, std::to_string(fallback)));
+}
+
+// Trains with any input policy; returns the final test accuracy.
+template <class Input>
+double train(Input input, tp::data::FashionMnist test, int epochs, std::int64_t steps) {
+  auto desc = tp::model_desc([] { return Net(); })
+                  .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
+                    return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
+                  })
+                  .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
+  tp::Trainer trainer(std::move(input), std::move(desc), tp::SingleDevice::best_available(),
+                      tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
+                      TestAccuracy(std::move(test)), tp::ScalarPrinter());
+  trainer.train();
+  return trainer.template callback<TestAccuracy>().last();
 }
 
 }  // namespace
@@ -74,32 +95,21 @@ std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t f
 int main(int argc, char** argv) try {
   const int epochs = static_cast<int>(flag(argc, argv, "--epochs", 3));
   const std::int64_t batch_size = flag(argc, argv, "--batch", 64);
-  double min_accuracy = 0;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--min-accuracy") min_accuracy = std::stod(argv[i + 1]);
+  const double min_accuracy = std::stod(option(argc, argv, "--min-accuracy", "0"));
 
   torch::manual_seed(0);
-  auto train = tp::data::fashion_mnist(tp::data::split::train);
-  auto test = tp::data::fashion_mnist(tp::data::split::test);
-  const std::int64_t steps = flag(argc, argv, "--steps-per-epoch", train.images.size(0) / batch_size);
-  std::cout << "Fashion-MNIST: " << train.images.size(0) << " training and " << test.images.size(0)
+  auto train_set = tp::data::fashion_mnist(tp::data::split::train);
+  auto test_set = tp::data::fashion_mnist(tp::data::split::test);
+  const std::int64_t steps = flag(argc, argv, "--steps-per-epoch", train_set.images.size(0) / batch_size);
+  std::cout << "Fashion-MNIST: " << train_set.images.size(0) << " training and " << test_set.images.size(0)
             << " test images; " << epochs << " epochs of " << steps << " steps, batch " << batch_size << "\n";
 
-  auto flow = tp::data::examples(normalize(train.images), train.labels) | tp::data::shuffle(42) |
+  auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
               tp::data::batch(batch_size);
-
-  auto desc = tp::model_desc([] { return Net(); })
-                  .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
-                    return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
-                  })
-                  .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
-
-  tp::Trainer trainer(tp::FeedInput(std::move(flow)), std::move(desc), tp::SingleDevice::best_available(),
-                      tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
-                      TestAccuracy(std::move(test)), tp::ScalarPrinter());
-  trainer.train();
-
-  const double accuracy = trainer.callback<TestAccuracy>().last();
+  const std::string input = option(argc, argv, "--input", "queue");
+  if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
+  const double accuracy = input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(test_set), epochs, steps)
+                                           : train(tp::FeedInput(std::move(flow)), std::move(test_set), epochs, steps);
   std::cout << "final test accuracy: " << accuracy << "\n";
   if (accuracy < min_accuracy) {
     std::cerr << "test accuracy " << accuracy << " is below the required " << min_accuracy << "\n";
