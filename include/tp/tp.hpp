@@ -10,7 +10,12 @@
 #include <tp/data/dataflow.hpp>
 #include <tp/data/fashion_mnist.hpp>
 #include <tp/monitors/console.hpp>
+#include <tp/policies/distribution/async.hpp>
+#include <tp/policies/distribution/parameter_server.hpp>
+#include <tp/policies/distribution/replicated.hpp>
 #include <tp/policies/distribution/single_device.hpp>
+#include <tp/predictor.hpp>
+#include <tp/gradient_processing.hpp>
 #include <tp/policies/input/dummy_input.hpp>
 #include <tp/policies/input/feed_input.hpp>
 #include <tp/policies/input/queue_input.hpp>

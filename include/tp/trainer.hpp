@@ -92,6 +92,7 @@ class Trainer {
     local_step_ = 0;
     try {
       if constexpr (requires { input_.start(); }) input_.start();  // background threads, if any
+      if constexpr (requires { replicas_.start(); }) replicas_.start();  // e.g. towers synced from the main one
       run_before_train();
       for (int epoch = options_.starting_epoch(); epoch <= options_.max_epoch(); ++epoch) {
         epoch_num_ = epoch;  // after the loop it stays the last epoch run
@@ -109,6 +110,7 @@ class Trainer {
           run_hook<detail::after_step_tag>();
           if (stop_requested_) break;
         }
+        if constexpr (requires { replicas_.end_epoch(epoch); }) replicas_.end_epoch(epoch);
         run_hook<detail::after_epoch_tag, receivers::plain>();
         run_hook<detail::after_epoch_tag, receivers::monitors>();
         if (stop_requested_) break;

@@ -68,6 +68,11 @@ concept optimizer = std::move_constructible<O> && requires(O& o) {
   o.step();
 };
 
+// The optimizer type a tower policy makes.
+template <class P>
+  requires detail::has_optimizer_factory<P, model_t<P>>
+using optimizer_t = std::remove_cvref_t<decltype(std::declval<P&>().make_optimizer(std::declval<model_t<P>&>()))>;
+
 // A tower policy whose tower function and optimizer the default step can use on `Batch`.
 template <class P, class Batch>
 concept trainable_tower =

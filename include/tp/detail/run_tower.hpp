@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <c10/util/Exception.h>
 #include <torch/types.h>
@@ -12,6 +13,14 @@
 #include <tp/tower_context.hpp>
 
 namespace tp::detail {
+
+// A model's parameter names, in parameters() order, for messages.
+template <class Model>
+std::vector<std::string> parameter_names(Model& model) {
+  std::vector<std::string> names;
+  for (const auto& item : (*model).named_parameters()) names.push_back(item.key());
+  return names;
+}
 
 inline std::string tower_name(const TowerContext& ctx) {
   return "tower " + std::to_string(ctx.index) + " (" + ctx.device.str() + ")";

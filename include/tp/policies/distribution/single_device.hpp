@@ -1,6 +1,8 @@
 #pragma once
 // SingleDevice: one tower on one device (the CPU, or one GPU when LibTorch has CUDA).
 #include <optional>
+#include <string>
+#include <vector>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -12,6 +14,7 @@
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
 #include <tp/detail/run_tower.hpp>
+#include <tp/gradient_processing.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp {
@@ -36,14 +39,22 @@ class SingleDevice {
 
   torch::Device device() const noexcept { return device_; }
 
+  // Gradient processing before each update (clipping, NaN policy).
+  SingleDevice& gradients(GradientProcessing processing) {
+    processing_ = std::move(processing);
+    return *this;
+  }
+
   template <class Tower>
   class Replica {
    public:
     using model_type = model_t<Tower>;
 
-    Replica(Tower& tower, torch::Device device) : model_(tower.make_model()), device_(device) {
+    Replica(Tower& tower, torch::Device device, GradientProcessing processing)
+        : model_(tower.make_model()), device_(device), processing_(std::move(processing)) {
       (*model_).to(device_);
       (*model_).train();
+      if (processing_.active()) names_ = detail::parameter_names(model_);
       if constexpr (detail::has_optimizer_factory<Tower, model_type>) optimizer_.emplace(tower.make_optimizer(model_));
     }
 
@@ -66,11 +77,21 @@ class SingleDevice {
       torch::Tensor cost = detail::run_tower(tower, ctx, model_, batch);
       optimizer_->zero_grad();
       cost.backward();
+      if (processing_.active() && !process_gradients()) return cost;
       optimizer_->step();
       return cost;
     }
 
    private:
+    bool process_gradients() {
+      std::vector<torch::Tensor> gradients;
+      for (auto& p : (*model_).parameters()) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        gradients.push_back(p.grad());
+      }
+      return processing_.apply(gradients, names_);
+    }
+
     using optimizer_type = decltype([] {
       if constexpr (detail::has_optimizer_factory<Tower, model_type>)
         return std::type_identity<std::remove_cvref_t<
@@ -81,16 +102,19 @@ class SingleDevice {
 
     model_type model_;
     torch::Device device_;
+    GradientProcessing processing_;
+    std::vector<std::string> names_;
     std::optional<optimizer_type> optimizer_;
   };
 
   template <class Tower>
   Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, device_);
+    return Replica<Tower>(tower, device_, processing_);
   }
 
  private:
   torch::Device device_;
+  GradientProcessing processing_;
 };
 
 }  // namespace tp

@@ -1,0 +1,91 @@
+#pragma once
+// What happens to the gradients after the towers' reduction and before the update: NaN/Inf
+// handling and clipping by global norm. Run on the reduced gradients, once, so that the result
+// does not depend on the number of towers (N towers with batch b give the update of one tower
+// with batch N x b).
+//
+//   tp::SingleDevice().gradients(tp::GradientProcessing().clip_global_norm(1.0)
+//                                                        .on_non_finite(tp::non_finite::skip))
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace tp {
+
+enum class non_finite {
+  ignore,  // apply the update as it is (the default: no check, no cost)
+  zero,    // set the NaN and Inf entries to zero, apply the rest
+  skip,    // skip the whole update (every tower)
+  stop     // throw tp::non_finite_gradient, naming the parameter
+};
+
+struct non_finite_gradient : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class GradientProcessing {
+ public:
+  // Rescales the gradients so that their global L2 norm is at most max_norm (> 0).
+  GradientProcessing& clip_global_norm(double max_norm) {
+    if (!(max_norm > 0))
+      throw std::invalid_argument("tp::GradientProcessing: clip_global_norm must be > 0, got " + std::to_string(max_norm));
+    max_norm_ = max_norm;
+    return *this;
+  }
+  GradientProcessing& on_non_finite(non_finite policy) {
+    policy_ = policy;
+    return *this;
+  }
+  bool active() const noexcept { return max_norm_.has_value() || policy_ != non_finite::ignore; }
+
+  // Processes the gradients in place (each a tensor, possibly a flat bucket of many, each
+  // named for messages). Returns false if the update must be skipped.
+  bool apply(std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names = {}) const {
+    if (!active() || gradients.empty()) return true;
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> squares;
+    squares.reserve(gradients.size());
+    for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
+    const double norm = std::sqrt(torch::stack(squares).sum().item<double>());
+    if (!std::isfinite(norm) && policy_ != non_finite::ignore) {
+      if (policy_ == non_finite::skip) return false;
+      if (policy_ == non_finite::stop) {
+        std::string where = "a gradient";
+        for (std::size_t i = 0; i < gradients.size(); ++i)
+          if (!torch::isfinite(gradients[i]).all().item<bool>()) {
+            where = i < names.size() ? "the gradient of " + names[i] : "gradient " + std::to_string(i);
+            break;
+          }
+        throw non_finite_gradient("tp: " + where + " holds NaN or Inf after the towers' reduction; lower the learning "
+                                  "rate, clip the gradients, or choose on_non_finite(zero or skip)");
+      }
+      for (auto& g : gradients) g.nan_to_num_(0.0, 0.0, 0.0);
+      return clip(gradients, std::sqrt(sum_of_squares(gradients)));
+    }
+    return clip(gradients, norm);
+  }
+
+ private:
+  static double sum_of_squares(const std::vector<torch::Tensor>& gradients) {
+    double total = 0;
+    for (const auto& g : gradients) total += g.pow(2).sum().item<double>();
+    return total;
+  }
+  bool clip(std::vector<torch::Tensor>& gradients, double norm) const {
+    if (max_norm_ && std::isfinite(norm) && norm > *max_norm_) {
+      const double scale = *max_norm_ / (norm + 1e-6);
+      for (auto& g : gradients) g.mul_(scale);
+    }
+    return true;
+  }
+
+  std::optional<double> max_norm_;
+  non_finite policy_ = non_finite::ignore;
+};
+
+}  // namespace tp

@@ -1,0 +1,158 @@
+#pragma once
+// Replicated<Comm>: one process, one tower per device, each a full replica with its own
+// optimizer (tensorpack's SyncMultiGPUTrainerReplicated). Every step each tower computes the
+// gradient of its own batch; the gradients are fused into buckets and averaged across the
+// towers by Comm (one call per bucket, however many tensors); gradient processing runs once on
+// the average; every replica applies the same update. Replicas are made identical to tower 0
+// when training starts (weights loaded into trainer.model() reach every tower) and, with
+// resync_every_epochs(n), every n epochs.
+//
+//   tp::Replicated<tp::InProcess>::cpu(2)            two CPU towers, reduced in process
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include <tp/concepts/tower.hpp>
+#include <tp/detail/gradient_buckets.hpp>
+#include <tp/detail/tower_set.hpp>
+#include <tp/gradient_processing.hpp>
+
+namespace tp {
+
+// Reduction of CPU towers inside one process: the mean of their flat buckets.
+struct InProcess {
+  static void check(const std::vector<torch::Device>& devices) {
+    for (const auto& d : devices)
+      if (!d.is_cpu())
+        throw std::invalid_argument("tp::InProcess reduces CPU towers, but a tower is on " + d.str() +
+                                    "; GPU towers are reduced with NCCL");
+  }
+  static torch::Tensor mean(const std::vector<torch::Tensor>& flats) {
+    torch::NoGradGuard no_grad;
+    auto sum = flats[0].clone();
+    for (std::size_t i = 1; i < flats.size(); ++i) sum.add_(flats[i]);
+    return sum.div_(static_cast<double>(flats.size()));
+  }
+};
+
+namespace detail {
+// "conv1.weight, conv1.bias, ..." for messages about a bucket.
+inline std::vector<std::string> bucket_names(const std::vector<bucket>& buckets, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& b : buckets) {
+    std::string text = b.parameters.size() == 1 ? "" : "one of ";
+    for (std::size_t k = 0; k < b.parameters.size() && k < 4; ++k) text += (k ? ", " : "") + names[b.parameters[k]];
+    if (b.parameters.size() > 4) text += ", ...";
+    out.push_back(text);
+  }
+  return out;
+}
+}  // namespace detail
+
+template <class Comm = InProcess>
+class Replicated {
+ public:
+  explicit Replicated(std::vector<torch::Device> devices) : devices_(detail::check_devices(std::move(devices), "Replicated")) {
+    Comm::check(devices_);
+  }
+  static Replicated cpu(int towers) {
+    if (towers <= 0) throw std::invalid_argument("tp::Replicated::cpu: the number of towers must be > 0, got " + std::to_string(towers));
+    return Replicated(std::vector<torch::Device>(static_cast<std::size_t>(towers), torch::kCPU));
+  }
+
+  // Largest bucket of fused gradients (default 25 MB).
+  Replicated& bucket_bytes(std::size_t bytes) {
+    if (bytes == 0) throw std::invalid_argument("tp::Replicated: bucket_bytes must be > 0");
+    bucket_bytes_ = bytes;
+    return *this;
+  }
+  Replicated& gradients(GradientProcessing processing) {
+    processing_ = std::move(processing);
+    return *this;
+  }
+  // Copies tower 0's weights to the other towers every n epochs (floating point can make
+  // replicas drift apart over a long run).
+  Replicated& resync_every_epochs(int n) {
+    if (n <= 0) throw std::invalid_argument("tp::Replicated: resync_every_epochs must be > 0, got " + std::to_string(n));
+    resync_every_ = n;
+    return *this;
+  }
+  const std::vector<torch::Device>& devices() const noexcept { return devices_; }
+
+  template <class Tower>
+  class Replica {
+   public:
+    using model_type = model_t<Tower>;
+
+    Replica(Tower& tower, const Replicated& options) : options_(options), towers_(tower, options.devices_) {
+      for (int i = 0; i < towers_.size(); ++i) optimizers_.push_back(tower.make_optimizer(towers_.model(i)));
+      buckets_ = detail::make_buckets(towers_.parameters(0), options_.bucket_bytes_);
+      names_ = detail::bucket_names(buckets_, detail::parameter_names(towers_.model(0)));
+    }
+
+    model_type& main_model() { return towers_.model(0); }
+    model_type& model(int tower) { return towers_.model(tower); }
+    auto& optimizer(int tower = 0) { return optimizers_[static_cast<std::size_t>(tower)]; }
+    int towers() const noexcept { return towers_.size(); }
+    bool identical() { return towers_.identical(); }
+    std::int64_t reduce_calls() const noexcept { return reduce_calls_; }
+    std::size_t buckets() const noexcept { return buckets_.size(); }
+
+    void start() { towers_.broadcast_from(0); }
+    void end_epoch(int epoch) {
+      if (options_.resync_every_ > 0 && epoch % options_.resync_every_ == 0) towers_.broadcast_from(0);
+    }
+
+    template <class Input>
+    torch::Tensor run_step(Tower& tower, Input& input) {
+      const auto batches = towers_.pull(input);
+      auto costs = towers_.forward_backward(tower, batches);
+      if (reduce_gradients()) towers_.threads().run([&](int i) { optimizers_[static_cast<std::size_t>(i)].step(); });
+      return costs[0];
+    }
+
+    // Averages the towers' gradients, bucket by bucket, and processes the average. Returns
+    // false if the update is to be skipped.
+    bool reduce_gradients() {
+      std::vector<torch::Tensor> reduced;
+      reduced.reserve(buckets_.size());
+      std::vector<torch::Tensor> flats(static_cast<std::size_t>(towers_.size()));
+      for (const auto& b : buckets_) {
+        for (int i = 0; i < towers_.size(); ++i) flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i));
+        reduced.push_back(Comm::mean(flats));
+        ++reduce_calls_;
+      }
+      if (!options_.processing_.apply(reduced, names_)) return false;
+      towers_.threads().run([&](int i) {
+        for (std::size_t k = 0; k < buckets_.size(); ++k) detail::unflatten_gradients(buckets_[k], reduced[k], towers_.parameters(i));
+      });
+      return true;
+    }
+
+   private:
+    Replicated options_;
+    detail::tower_set<Tower> towers_;
+    std::vector<optimizer_t<Tower>> optimizers_;
+    std::vector<detail::bucket> buckets_;
+    std::vector<std::string> names_;
+    std::int64_t reduce_calls_ = 0;
+  };
+
+  template <class Tower>
+  Replica<Tower> build(Tower& tower) {
+    return Replica<Tower>(tower, *this);
+  }
+
+ private:
+  std::vector<torch::Device> devices_;
+  std::size_t bucket_bytes_ = 25u << 20;
+  GradientProcessing processing_;
+  int resync_every_ = 0;
+};
+
+}  // namespace tp
