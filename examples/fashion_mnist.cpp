@@ -1,10 +1,12 @@
 // Trains a small CNN on Fashion-MNIST and prints the test accuracy after every epoch.
 //
 //   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--input queue|feed]
-//                 [--min-accuracy A]
+//                 [--towers N] [--min-accuracy A]
 //
 // --input queue (the default) prepares batches in a background thread while the step runs
-// (QueueInput); feed prepares them in the training thread (FeedInput). With --min-accuracy it
+// (QueueInput); feed prepares them in the training thread (FeedInput). --towers N > 1 trains N
+// CPU towers (Replicated<InProcess>), each with its own batch of --batch: the global batch is N
+// times larger, and an epoch has N times fewer steps. With --min-accuracy it
 // exits non-zero if the final test accuracy is below A (the examples run as tests that way).
 #include <cstdlib>
 #include <iostream>
@@ -75,15 +77,15 @@ std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t f
   return std::stoll(option(argc, argv, name, std::to_string(fallback)));
 }
 
-// Trains with any input policy; returns the final test accuracy.
-template <class Input>
-double train(Input input, tp::data::FashionMnist test, int epochs, std::int64_t steps) {
+// Trains with any input and distribution policy; returns the final test accuracy.
+template <class Input, class Distribution>
+double train(Input input, Distribution distribution, tp::data::FashionMnist test, int epochs, std::int64_t steps) {
   auto desc = tp::model_desc([] { return Net(); })
                   .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
                   })
                   .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
-  tp::Trainer trainer(std::move(input), std::move(desc), tp::SingleDevice::best_available(),
+  tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution),
                       tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
                       TestAccuracy(std::move(test)), tp::ScalarPrinter());
   trainer.train();
@@ -100,16 +102,23 @@ int main(int argc, char** argv) try {
   torch::manual_seed(0);
   auto train_set = tp::data::fashion_mnist(tp::data::split::train);
   auto test_set = tp::data::fashion_mnist(tp::data::split::test);
-  const std::int64_t steps = flag(argc, argv, "--steps-per-epoch", train_set.images.size(0) / batch_size);
+  const std::int64_t towers = flag(argc, argv, "--towers", 1);
+  if (towers < 1) throw std::invalid_argument("--towers must be >= 1, got " + std::to_string(towers));
+  const std::int64_t steps = flag(argc, argv, "--steps-per-epoch", train_set.images.size(0) / (batch_size * towers));
   std::cout << "Fashion-MNIST: " << train_set.images.size(0) << " training and " << test_set.images.size(0)
-            << " test images; " << epochs << " epochs of " << steps << " steps, batch " << batch_size << "\n";
+            << " test images; " << epochs << " epochs of " << steps << " steps, " << towers << " tower(s) of batch "
+            << batch_size << "\n";
 
   auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
               tp::data::batch(batch_size);
   const std::string input = option(argc, argv, "--input", "queue");
   if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
-  const double accuracy = input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(test_set), epochs, steps)
-                                           : train(tp::FeedInput(std::move(flow)), std::move(test_set), epochs, steps);
+  // The one-type change: SingleDevice or Replicated.
+  auto run = [&](auto distribution) {
+    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps)
+                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps);
+  };
+  const double accuracy = towers == 1 ? run(tp::SingleDevice::best_available()) : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
   std::cout << "final test accuracy: " << accuracy << "\n";
   if (accuracy < min_accuracy) {
     std::cerr << "test accuracy " << accuracy << " is below the required " << min_accuracy << "\n";
