@@ -16,6 +16,8 @@
 #include <tp/policies/distribution/single_device.hpp>
 #include <tp/predictor.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/policies/comm/in_process.hpp>
+#include <tp/policies/comm/nccl.hpp>
 #include <tp/policies/input/dummy_input.hpp>
 #include <tp/policies/input/feed_input.hpp>
 #include <tp/policies/input/queue_input.hpp>

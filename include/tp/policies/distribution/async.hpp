@@ -19,6 +19,7 @@
 #include <tp/detail/run_tower.hpp>
 #include <tp/detail/tower_set.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/distribution/replicated.hpp>
 
 namespace tp {
@@ -26,7 +27,7 @@ namespace tp {
 class Async {
  public:
   explicit Async(std::vector<torch::Device> towers) : devices_(detail::check_devices(std::move(towers), "Async")) {
-    InProcess::check(devices_);  // the shared weights live on the CPU
+    InProcess::check_devices(devices_);  // CPU towers: the shared weights live on the CPU
   }
   static Async cpu(int towers) {
     if (towers <= 0) throw std::invalid_argument("tp::Async::cpu: the number of towers must be > 0, got " + std::to_string(towers));

@@ -22,6 +22,7 @@
 #include <tp/detail/gradient_buckets.hpp>
 #include <tp/detail/tower_set.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/distribution/replicated.hpp>
 
 namespace tp {
@@ -93,7 +94,7 @@ class ParameterServer {
       for (const auto& b : buckets_) {
         for (int i = 0; i < towers_.size(); ++i)
           flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i)).to(options_.place_);
-        reduced.push_back(InProcess::mean(flats));
+        reduced.push_back(detail::mean_of(flats));
       }
       if (options_.processing_.apply(reduced, names_)) {
         for (std::size_t k = 0; k < buckets_.size(); ++k) detail::unflatten_gradients(buckets_[k], reduced[k], server_parameters_);

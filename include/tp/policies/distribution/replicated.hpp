@@ -8,10 +8,12 @@
 // resync_every_epochs(n), every n epochs.
 //
 //   tp::Replicated<tp::InProcess>::cpu(2)            two CPU towers, reduced in process
+//   tp::Replicated<tp::NCCL>({torch::Device("cuda:0"), torch::Device("cuda:1")})
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,24 +23,10 @@
 #include <tp/detail/gradient_buckets.hpp>
 #include <tp/detail/tower_set.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/policies/comm/in_process.hpp>
+#include <tp/policies/comm/nccl.hpp>
 
 namespace tp {
-
-// Reduction of CPU towers inside one process: the mean of their flat buckets.
-struct InProcess {
-  static void check(const std::vector<torch::Device>& devices) {
-    for (const auto& d : devices)
-      if (!d.is_cpu())
-        throw std::invalid_argument("tp::InProcess reduces CPU towers, but a tower is on " + d.str() +
-                                    "; GPU towers are reduced with NCCL");
-  }
-  static torch::Tensor mean(const std::vector<torch::Tensor>& flats) {
-    torch::NoGradGuard no_grad;
-    auto sum = flats[0].clone();
-    for (std::size_t i = 1; i < flats.size(); ++i) sum.add_(flats[i]);
-    return sum.div_(static_cast<double>(flats.size()));
-  }
-};
 
 namespace detail {
 // "conv1.weight, conv1.bias, ..." for messages about a bucket.
@@ -58,7 +46,7 @@ template <class Comm = InProcess>
 class Replicated {
  public:
   explicit Replicated(std::vector<torch::Device> devices) : devices_(detail::check_devices(std::move(devices), "Replicated")) {
-    Comm::check(devices_);
+    if constexpr (std::is_same_v<Comm, InProcess>) InProcess::check_devices(devices_);  // fail here, not at build()
   }
   static Replicated cpu(int towers) {
     if (towers <= 0) throw std::invalid_argument("tp::Replicated::cpu: the number of towers must be > 0, got " + std::to_string(towers));
@@ -89,7 +77,7 @@ class Replicated {
    public:
     using model_type = model_t<Tower>;
 
-    Replica(Tower& tower, const Replicated& options) : options_(options), towers_(tower, options.devices_) {
+    Replica(Tower& tower, const Replicated& options) : options_(options), towers_(tower, options.devices_), comm_(options.devices_) {
       for (int i = 0; i < towers_.size(); ++i) optimizers_.push_back(tower.make_optimizer(towers_.model(i)));
       buckets_ = detail::make_buckets(towers_.parameters(0), options_.bucket_bytes_);
       names_ = detail::bucket_names(buckets_, detail::parameter_names(towers_.model(0)));
@@ -119,17 +107,24 @@ class Replicated {
     // Averages the towers' gradients, bucket by bucket, and processes the average. Returns
     // false if the update is to be skipped.
     bool reduce_gradients() {
-      std::vector<torch::Tensor> reduced;
-      reduced.reserve(buckets_.size());
-      std::vector<torch::Tensor> flats(static_cast<std::size_t>(towers_.size()));
+      const auto n = static_cast<std::size_t>(towers_.size());
+      std::vector<std::vector<torch::Tensor>> reduced(n);  // [tower][bucket]
+      std::vector<torch::Tensor> flats(n);
       for (const auto& b : buckets_) {
-        for (int i = 0; i < towers_.size(); ++i) flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i));
-        reduced.push_back(Comm::mean(flats));
+        for (std::size_t i = 0; i < n; ++i) flats[i] = detail::flatten_gradients(b, towers_.parameters(static_cast<int>(i)));
+        comm_.all_reduce_mean(flats);
         ++reduce_calls_;
+        for (std::size_t i = 0; i < n; ++i) reduced[i].push_back(flats[i]);
       }
-      if (!options_.processing_.apply(reduced, names_)) return false;
+      // Once on the average; again on a tower's own copy only where the comm made one (the
+      // same input gives every tower the same result and the same decision).
+      const bool apply = options_.processing_.apply(reduced[0], names_);
+      for (std::size_t i = 1; i < n; ++i)
+        if (!reduced[i].empty() && !reduced[i][0].is_same(reduced[0][0])) options_.processing_.apply(reduced[i], names_);
+      if (!apply) return false;
       towers_.threads().run([&](int i) {
-        for (std::size_t k = 0; k < buckets_.size(); ++k) detail::unflatten_gradients(buckets_[k], reduced[k], towers_.parameters(i));
+        for (std::size_t k = 0; k < buckets_.size(); ++k)
+          detail::unflatten_gradients(buckets_[k], reduced[static_cast<std::size_t>(i)][k], towers_.parameters(i));
       });
       return true;
     }
@@ -137,6 +132,7 @@ class Replicated {
    private:
     Replicated options_;
     detail::tower_set<Tower> towers_;
+    Comm comm_;
     std::vector<optimizer_t<Tower>> optimizers_;
     std::vector<detail::bucket> buckets_;
     std::vector<std::string> names_;
