@@ -26,6 +26,13 @@ inline std::vector<torch::Device> check_devices(std::vector<torch::Device> devic
   return devices;
 }
 
+// `towers` CPU devices, for a policy's cpu(towers).
+inline std::vector<torch::Device> cpu_devices(int towers, const char* policy) {
+  if (towers <= 0)
+    throw std::invalid_argument(std::string("tp::") + policy + "::cpu: the number of towers must be > 0, got " + std::to_string(towers));
+  return std::vector<torch::Device>(static_cast<std::size_t>(towers), torch::kCPU);
+}
+
 // Copies a model's parameters and buffers into another model of the same structure.
 template <class To, class From>
 void copy_state(To& to, const From& from) {

@@ -30,8 +30,7 @@ class Async {
     InProcess::check_devices(devices_);  // CPU towers: the shared weights live on the CPU
   }
   static Async cpu(int towers) {
-    if (towers <= 0) throw std::invalid_argument("tp::Async::cpu: the number of towers must be > 0, got " + std::to_string(towers));
-    return Async(std::vector<torch::Device>(static_cast<std::size_t>(towers), torch::kCPU));
+    return Async(detail::cpu_devices(towers, "Async"));
   }
   Async& scale_gradient(bool scale) {
     scale_ = scale;

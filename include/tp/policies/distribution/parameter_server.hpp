@@ -48,8 +48,7 @@ class ParameterServer {
   explicit ParameterServer(std::vector<torch::Device> towers, Place place = {})
       : devices_(detail::check_devices(std::move(towers), "ParameterServer")), place_(place.device()) {}
   static ParameterServer cpu(int towers, Place place = {}) {
-    if (towers <= 0) throw std::invalid_argument("tp::ParameterServer::cpu: the number of towers must be > 0, got " + std::to_string(towers));
-    return ParameterServer(std::vector<torch::Device>(static_cast<std::size_t>(towers), torch::kCPU), place);
+    return ParameterServer(detail::cpu_devices(towers, "ParameterServer"), place);
   }
   ParameterServer& bucket_bytes(std::size_t bytes) {
     if (bytes == 0) throw std::invalid_argument("tp::ParameterServer: bucket_bytes must be > 0");

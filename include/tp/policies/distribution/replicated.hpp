@@ -49,8 +49,7 @@ class Replicated {
     if constexpr (std::is_same_v<Comm, InProcess>) InProcess::check_devices(devices_);  // fail here, not at build()
   }
   static Replicated cpu(int towers) {
-    if (towers <= 0) throw std::invalid_argument("tp::Replicated::cpu: the number of towers must be > 0, got " + std::to_string(towers));
-    return Replicated(std::vector<torch::Device>(static_cast<std::size_t>(towers), torch::kCPU));
+    return Replicated(detail::cpu_devices(towers, "Replicated"));
   }
 
   // Largest bucket of fused gradients (default 25 MB).

@@ -1,0 +1,14 @@
+// Type-checks tp's CUDA and NCCL code paths (TP_WITH_CUDA) on a machine without a GPU:
+// StagingInput on a CUDA device and Replicated<NCCL>. Compiled with -fsyntax-only; nothing is
+// linked or run. The GPU tests themselves run where LibTorch has CUDA.
+#include <tp/tp.hpp>
+#include <torch/torch.h>
+
+int main() {
+  auto desc = tp::model_desc([] { return torch::nn::Linear(4, 1); })
+                  .tower_function([](const tp::TowerContext&, torch::nn::Linear& m, const torch::Tensor& x) { return m->forward(x).sum(); })
+                  .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.1); });
+  tp::Trainer trainer(tp::StagingInput(tp::DummyInput(torch::zeros({2, 4})), torch::Device("cuda:0")), desc,
+                      tp::Replicated<tp::NCCL>({torch::Device("cuda:0")}), tp::TrainOptions().steps_per_epoch(1));
+  trainer.train();
+}
