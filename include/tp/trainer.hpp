@@ -86,6 +86,10 @@ class Trainer {
   template <class Step>
     requires std::invocable<Step&, Trainer&>
   void train(Step step) {
+    using step_result = std::invoke_result_t<Step&, Trainer&>;
+    static_assert(std::is_void_v<step_result> || std::is_convertible_v<step_result, torch::Tensor>,
+                  "tp rule [step: returns a cost]: a step returns its cost as a torch::Tensor, or "
+                  "nothing; wrap a number in torch::tensor(x)");
     stop_requested_ = false;
     started_ = 0;
     epoch_num_ = options_.starting_epoch() - 1;  // epochs finished, as tensorpack counts them
@@ -101,7 +105,7 @@ class Trainer {
         for (std::int64_t index = 0; index < options_.steps_per_epoch(); ++index) {
           local_step_ = index;  // after the loop it stays the index of the epoch's last step
           run_hook<detail::before_step_tag>();
-          if constexpr (std::is_same_v<std::invoke_result_t<Step&, Trainer&>, void>) {
+          if constexpr (std::is_void_v<step_result>) {
             step(*this);
           } else {
             last_cost_ = step(*this);

@@ -92,12 +92,10 @@ class SingleDevice {
       return processing_.apply(gradients, names_);
     }
 
-    using optimizer_type = decltype([] {
-      if constexpr (detail::has_optimizer_factory<Tower, model_type>)
-        return std::type_identity<std::remove_cvref_t<
-            decltype(std::declval<Tower&>().make_optimizer(std::declval<model_type&>()))>>{};
-      else
-        return std::type_identity<std::monostate>{};
+    // The tower's optimizer type, or std::monostate for a tower without one (a user step).
+    using optimizer_type = typename decltype([] {
+      if constexpr (detail::has_optimizer_factory<Tower, model_type>) return std::type_identity<optimizer_t<Tower>>{};
+      else return std::type_identity<std::monostate>{};
     }())::type;
 
     model_type model_;
