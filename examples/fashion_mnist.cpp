@@ -1,12 +1,13 @@
 // Trains a small CNN on Fashion-MNIST and prints the test accuracy after every epoch.
 //
 //   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--input queue|feed]
-//                 [--towers N] [--min-accuracy A]
+//                 [--towers N] [--logdir DIR] [--min-accuracy A]
 //
 // --input queue (the default) prepares batches in a background thread while the step runs
 // (QueueInput); feed prepares them in the training thread (FeedInput). --towers N > 1 trains N
 // CPU towers (Replicated<InProcess>), each with its own batch of --batch: the global batch is N
-// times larger, and an epoch has N times fewer steps. With --min-accuracy it
+// times larger, and an epoch has N times fewer steps. Scalars go to the console, to
+// DIR/stats.json and to TensorBoard event files in DIR (default: train_log/fashion_mnist). With --min-accuracy it
 // exits non-zero if the final test accuracy is below A (the examples run as tests that way).
 #include <cstdlib>
 #include <iostream>
@@ -79,7 +80,8 @@ std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t f
 
 // Trains with any input and distribution policy; returns the final test accuracy.
 template <class Input, class Distribution>
-double train(Input input, Distribution distribution, tp::data::FashionMnist test, int epochs, std::int64_t steps) {
+double train(Input input, Distribution distribution, tp::data::FashionMnist test, int epochs, std::int64_t steps,
+             const std::string& logdir) {
   auto desc = tp::model_desc([] { return Net(); })
                   .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
@@ -87,7 +89,7 @@ double train(Input input, Distribution distribution, tp::data::FashionMnist test
                   .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
   tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution),
                       tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
-                      TestAccuracy(std::move(test)), tp::ScalarPrinter());
+                      TestAccuracy(std::move(test)), tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir));
   trainer.train();
   return trainer.template callback<TestAccuracy>().last();
 }
@@ -111,12 +113,13 @@ int main(int argc, char** argv) try {
 
   auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
               tp::data::batch(batch_size);
+  const std::string logdir = option(argc, argv, "--logdir", "train_log/fashion_mnist");
   const std::string input = option(argc, argv, "--input", "queue");
   if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
   // The one-type change: SingleDevice or Replicated.
   auto run = [&](auto distribution) {
-    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps)
-                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps);
+    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps, logdir)
+                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps, logdir);
   };
   const double accuracy = towers == 1 ? run(tp::SingleDevice::best_available()) : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
   std::cout << "final test accuracy: " << accuracy << "\n";

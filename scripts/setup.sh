@@ -14,6 +14,8 @@ packages=(
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   dataset-fashion-mnist
+  protobuf-compiler     # protoc --decode_raw checks the TensorBoard files in the tests
+  python3               # json.load checks stats.json in the tests
 )
 
 missing=()

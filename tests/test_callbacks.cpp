@@ -157,3 +157,172 @@ TEST(ScalarPrinter, RejectsABadPattern) {
     EXPECT_NE(std::string(e.what()).find("'(unclosed' is not a valid regular expression"), std::string::npos);
   }
 }
+
+// --- file monitors ----------------------------------------------------------------------------------
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempFolder {
+  fs::path path = fs::temp_directory_path() /
+                  ("tp_monitors_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempFolder() { fs::remove_all(path); }
+  ~TempFolder() { fs::remove_all(path); }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return "popen failed";
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return status == 0 ? out : "exit status " + std::to_string(status) + ": " + out;
+}
+
+// An independent CRC-32C, bit by bit (the library's is table-driven).
+std::uint32_t bitwise_masked_crc32c(const unsigned char* p, std::size_t n) {
+  std::uint32_t crc = 0xffffffffu;
+  for (std::size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+  }
+  crc = ~crc;
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+struct PutsNaN {
+  void after_epoch(auto& t) { t.put_scalar("broken", std::nan("")); }
+};
+
+}  // namespace
+
+TEST(JSONWriter, WritesOneObjectPerEpochThatJsonToolsRead) {
+  TempFolder folder;
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3).max_epoch(2), PutsScalars{}, PutsNaN{},
+                                       tp::JSONWriter(folder.path));
+  trainer.train();
+  const auto file = folder.path / "stats.json";
+  EXPECT_EQ(slurp(file),
+            "[\n"
+            "  {\"epoch_num\": 1, \"global_step\": 3, \"broken\": null, \"lr\": 0.125, \"train/loss\": 0.25, \"val/accuracy\": 1.5},\n"
+            "  {\"epoch_num\": 2, \"global_step\": 6, \"broken\": null, \"lr\": 0.125, \"train/loss\": 0.25, \"val/accuracy\": 2.5}\n"
+            "]\n");
+  EXPECT_EQ(run("python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); print(len(d), d[1]['val/accuracy'])\" " + file.string()),
+            "2 2.5\n");
+  for (const auto& entry : fs::directory_iterator(folder.path)) EXPECT_EQ(entry.path().filename(), "stats.json");  // no temporary left
+}
+
+TEST(JSONWriter, ContinuesTheFileOfAnEarlierRun) {
+  TempFolder folder;
+  auto first = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).max_epoch(3), PutsScalars{}, tp::JSONWriter(folder.path));
+  first.train();
+  // Resumed from the end of epoch 1: epochs 2 and 3 are written again, epoch 1 is kept.
+  auto resumed = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).starting_epoch(2).max_epoch(4), PutsScalars{},
+                                       tp::JSONWriter(folder.path));
+  resumed.train();
+  const auto epochs = tp::JSONWriter::read(folder.path / "stats.json");
+  ASSERT_EQ(epochs.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(epochs[i].epoch_num, static_cast<std::int64_t>(i + 1));
+  EXPECT_EQ(epochs[0].global_step, 1);  // from the first run
+  EXPECT_EQ(epochs[3].global_step, 3);  // the resumed run counts its own steps here
+  EXPECT_EQ(epochs[3].scalars.at("val/accuracy"), 4.5);
+}
+
+TEST(JSONWriter, ACorruptFileIsReportedAndKept) {
+  TempFolder folder;
+  fs::create_directories(folder.path);
+  std::ofstream(folder.path / "stats.json") << "[{\"epoch_num\": 1, \"global_st";
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::JSONWriter(folder.path));
+  try {
+    trainer.train();
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find((folder.path / "stats.json").string() + " is not a stats file tp can continue"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(slurp(folder.path / "stats.json"), "[{\"epoch_num\": 1, \"global_st");  // nothing the user had is lost
+}
+
+TEST(TensorBoardWriter, WritesRecordsThatAnIndependentDecoderReads) {
+  TempFolder folder;
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2).max_epoch(2), PutsScalars{}, tp::TensorBoardWriter(folder.path));
+  trainer.train();
+  const auto path = trainer.callback<tp::TensorBoardWriter>().path();
+  EXPECT_TRUE(path.filename().string().starts_with("events.out.tfevents."));
+  const auto bytes = slurp(path);
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::vector<std::string> decoded;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    ASSERT_LE(at + 12, bytes.size());
+    std::uint64_t length;
+    std::uint32_t length_crc, data_crc;
+    std::memcpy(&length, p + at, 8);
+    std::memcpy(&length_crc, p + at + 8, 4);
+    EXPECT_EQ(length_crc, bitwise_masked_crc32c(p + at, 8)) << "record at byte " << at;
+    ASSERT_LE(at + 12 + length + 4, bytes.size());
+    std::memcpy(&data_crc, p + at + 12 + length, 4);
+    EXPECT_EQ(data_crc, bitwise_masked_crc32c(p + at + 12, length)) << "record at byte " << at;
+    const auto record = folder.path / ("record" + std::to_string(decoded.size()));
+    std::ofstream(record, std::ios::binary).write(bytes.data() + at + 12, static_cast<std::streamsize>(length));
+    decoded.push_back(run("protoc --decode_raw < " + record.string()));
+    at += 12 + length + 4;
+  }
+  ASSERT_EQ(decoded.size(), 7u);  // the version event, then 3 scalars in each of 2 epochs
+  EXPECT_NE(decoded[0].find("3: \"brain.Event:2\""), std::string::npos) << decoded[0];
+  // val/accuracy = 1.5 (float 0x3fc00000) at global step 2, in a Summary (field 5) Value (field 1)
+  EXPECT_NE(decoded[1].find("2: 2\n5 {\n  1 {\n    1: \"val/accuracy\"\n    2: 0x3fc00000\n  }\n}"), std::string::npos) << decoded[1];
+  EXPECT_NE(decoded[6].find("2: 4\n"), std::string::npos) << decoded[6];
+  EXPECT_NE(decoded[6].find("1: \"lr\"\n    2: 0x3e000000"), std::string::npos) << decoded[6];  // 0.125
+}
+
+// --- chief-only callbacks ---------------------------------------------------------------------------
+
+namespace {
+// A single-device run that says this process is not the chief, as rank 1 of a multi-process
+// run would.
+struct NotChief : tp::SingleDevice {
+  template <class Tower>
+  struct Replica : tp::SingleDevice::Replica<Tower> {
+    using tp::SingleDevice::Replica<Tower>::Replica;
+    bool is_chief() const { return false; }
+  };
+  template <class Tower>
+  Replica<Tower> build(Tower& tower) {
+    return Replica<Tower>(tower, torch::kCPU, tp::GradientProcessing());
+  }
+};
+}  // namespace
+
+TEST(ChiefOnly, OnlyTheChiefRunsThem) {
+  TempFolder folder;
+  Spy everyone, chief;
+  chief.name = "chief.";
+  tp::Trainer trainer(tp::DummyInput(tp_test::regression_batch()), tp_test::linear_desc(), NotChief(), tp::TrainOptions().steps_per_epoch(2),
+                      everyone, tp::chief_only(chief), PutsScalars{}, tp::JSONWriter(folder.path));
+  static_assert(tp::chief_only_callback<tp::JSONWriter> && tp::chief_only_callback<tp::TensorBoardWriter>);
+  static_assert(tp::chief_only_callback<tp::ChiefOnly<Spy>> && !tp::chief_only_callback<Spy>);
+  EXPECT_FALSE(trainer.is_chief());
+  trainer.train();
+  EXPECT_EQ(everyone.log->size(), 8u);
+  EXPECT_TRUE(chief.log->empty());
+  EXPECT_FALSE(fs::exists(folder.path / "stats.json"));
+
+  auto single = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2), tp::chief_only(chief));
+  EXPECT_TRUE(single.is_chief());
+  single.train();
+  EXPECT_EQ(chief.log->size(), 8u);
+}

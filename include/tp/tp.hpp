@@ -10,6 +10,8 @@
 #include <tp/data/dataflow.hpp>
 #include <tp/data/fashion_mnist.hpp>
 #include <tp/monitors/console.hpp>
+#include <tp/monitors/json.hpp>
+#include <tp/monitors/tensorboard.hpp>
 #include <tp/policies/distribution/async.hpp>
 #include <tp/policies/distribution/parameter_server.hpp>
 #include <tp/policies/distribution/replicated.hpp>

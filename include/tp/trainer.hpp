@@ -139,6 +139,12 @@ class Trainer {
   int max_epoch() const noexcept { return options_.max_epoch(); }
   const TrainOptions& options() const noexcept { return options_; }
 
+  // Whether this process is the chief (rank 0): the one that runs chief-only callbacks.
+  bool is_chief() const {
+    if constexpr (requires { replicas_.is_chief(); }) return replicas_.is_chief();
+    else return true;
+  }
+
   // Ends training after the current step and its epoch's after_epoch hooks.
   void request_stop() noexcept { stop_requested_ = true; }
   bool stop_requested() const noexcept { return stop_requested_; }
@@ -157,7 +163,9 @@ class Trainer {
 
   // Sends a scalar to every monitor, tagged with the current global_step.
   void put_scalar(std::string_view name, double value) {
-    hana::for_each(monitors(), [&](auto i) { callbacks_[i].on_scalar(*this, name, value); });
+    hana::for_each(monitors(), [&](auto i) {
+      if (runs_here(callbacks_[i])) callbacks_[i].on_scalar(*this, name, value);
+    });
   }
   // Same, from a one-element tensor; with no monitor it costs nothing (not even a device sync).
   void put_scalar(std::string_view name, const torch::Tensor& value) {
@@ -198,7 +206,17 @@ class Trainer {
       constexpr bool wanted = Which == receivers::all || (Which == receivers::monitors) == is_monitor;
       return hana::bool_c<Tag::template present<C, Trainer> && wanted>;
     });
-    hana::for_each(selected, [this](auto i) { Tag::call(callbacks_[i], *this); });
+    hana::for_each(selected, [this](auto i) {
+      if (runs_here(callbacks_[i])) Tag::call(callbacks_[i], *this);
+    });
+  }
+
+  // Chief-only callbacks are selected at compile time; whether this process is the chief is
+  // known at run time (always, with one process).
+  template <class C>
+  bool runs_here(const C&) const {
+    if constexpr (chief_only_callback<C>) return is_chief();
+    else return true;
   }
 
   static constexpr auto monitors() {
@@ -215,7 +233,7 @@ class Trainer {
   void run_before_train() {
     hana::for_each(all_callbacks, [this](auto i) {
       if constexpr (detail::callable_before_train<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>)
-        callbacks_[i].before_train(*this);
+        if (runs_here(callbacks_[i])) callbacks_[i].before_train(*this);
       started_ = decltype(i)::value + 1;
     });
   }
@@ -226,7 +244,7 @@ class Trainer {
     std::exception_ptr first;
     hana::for_each(all_callbacks, [&](auto i) {
       if constexpr (detail::callable_after_train<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>) {
-        if (decltype(i)::value < started_) {
+        if (decltype(i)::value < started_ && runs_here(callbacks_[i])) {
           try {
             callbacks_[i].after_train(*this);
           } catch (...) {

@@ -18,6 +18,7 @@
 // silently ignored hook: a typo in a parameter list must not turn a callback into a no-op.
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace tp::detail {
 
@@ -79,6 +80,22 @@ concept callback_for =
     (!detail::names_after_epoch<C> || detail::callable_after_epoch<C, Trainer>) &&
     (!detail::names_after_train<C> || detail::callable_after_train<C, Trainer>) &&
     (!detail::names_on_scalar<C> || detail::callable_on_scalar<C, Trainer>);
+
+// A chief-only callback runs only in the chief process of a multi-process run (rank 0): it
+// declares `static constexpr bool chief_only = true;` or is wrapped with tp::chief_only(cb).
+// Whatever writes files is one, so that N processes do not write N copies.
+template <class C>
+concept chief_only_callback = requires { C::chief_only; } && static_cast<bool>(C::chief_only);
+
+template <class C>
+struct ChiefOnly : C {
+  static constexpr bool chief_only = true;
+};
+template <class C>
+  requires std::is_class_v<C>
+ChiefOnly<C> chief_only(C callback) {
+  return ChiefOnly<C>{std::move(callback)};
+}
 
 // A monitor is a callback that receives scalars.
 template <class C, class Trainer>
