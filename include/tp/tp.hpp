@@ -1,7 +1,9 @@
 #pragma once
 // The umbrella header, for users. The library's own headers include only what they use.
 #include <tp/batch.hpp>
+#include <tp/callbacks/early_stopping.hpp>
 #include <tp/callbacks/progress_bar.hpp>
+#include <tp/callbacks/throughput.hpp>
 #include <tp/callbacks/trigger.hpp>
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/distribution.hpp>

@@ -7,6 +7,7 @@
 //   tp::every_n_steps(100, PrintWeights{})     after_step at global_step 100, 200, ...
 //   tp::every_n_epochs(2, Validation{...})      after_epoch at epoch 2, 4, ...
 //   tp::once_at_step(500, DumpActivations{})    after_step when global_step reaches 500
+//   tp::enable_if(pred, cb)                     epoch and step hooks only while pred(trainer)
 //
 // Steps are counted by global_step and epochs by epoch_num, so a schedule survives a resume.
 #include <cstdint>
@@ -100,6 +101,33 @@ auto every_n_epochs(std::int64_t n, Inner inner) {
 template <callback Inner>
 auto once_at_step(std::int64_t step, Inner inner) {
   return Trigger<Inner, schedule::once_at_step>({detail::positive(step, "once_at_step")}, std::move(inner));
+}
+
+// Runs a callback's epoch and step hooks only while pred(trainer) holds (tensorpack's
+// EnableCallbackIf); before_train, after_train and on_scalar always pass.
+template <class Inner, class Predicate>
+class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inner> {
+ public:
+  EnabledIf(Predicate predicate, Inner inner) : predicate_(std::move(predicate)), inner_(std::move(inner)) {}
+  Inner& inner() noexcept { return inner_; }
+
+  template <class Tag, class Trainer>
+  void dispatch(Trainer& trainer) {
+    constexpr bool gated = !std::is_same_v<Tag, detail::before_train_tag> && !std::is_same_v<Tag, detail::after_train_tag>;
+    if constexpr (gated) {
+      if (!predicate_(std::as_const(trainer))) return;
+    }
+    Tag::call(inner_, trainer);
+  }
+
+ private:
+  Predicate predicate_;
+  Inner inner_;
+};
+
+template <class Predicate, callback Inner>
+auto enable_if(Predicate predicate, Inner inner) {
+  return EnabledIf<Inner, Predicate>(std::move(predicate), std::move(inner));
 }
 
 }  // namespace tp
