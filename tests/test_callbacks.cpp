@@ -412,3 +412,100 @@ TEST(Throughput, PutsSamplesPerSecondAndTheTimeLeft) {
   EXPECT_GT(seen[0].second, 1000.0);
   EXPECT_THROW(tp::Throughput(0), std::invalid_argument);
 }
+
+// --- hyperparameters -----------------------------------------------------------------------------------
+
+namespace {
+// The learning rate each step ran with.
+struct LearningRates {
+  std::vector<double> seen;
+  void before_step(auto&) {}
+  void after_step(auto& t) { seen.push_back(tp::learning_rate().get(t)); }
+};
+std::vector<double> repeat(std::initializer_list<std::pair<double, int>> runs) {
+  std::vector<double> out;
+  for (auto [value, times] : runs) out.insert(out.end(), static_cast<std::size_t>(times), value);
+  return out;
+}
+}  // namespace
+
+TEST(HyperParams, ScheduledPiecewiseAndInterpolated) {
+  auto piecewise = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2).max_epoch(4),
+                                         tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, 0.1}, {3, 0.01}}), LearningRates{});
+  piecewise.train();
+  EXPECT_EQ(piecewise.callback<LearningRates>().seen, repeat({{0.1, 4}, {0.01, 4}}));
+
+  auto interpolated = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).max_epoch(6),
+                                            tp::ScheduledHyperParamSetter(tp::learning_rate(), {{2, 1.0}, {4, 0.0}}, true),
+                                            LearningRates{});
+  interpolated.train();
+  // Epoch 1 is before the first point: the optimizer's own 0.05 stays.
+  EXPECT_EQ(interpolated.callback<LearningRates>().seen, (std::vector<double>{0.05, 1.0, 0.5, 0.0, 0.0, 0.0}));
+
+  auto by_step = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3).max_epoch(2),
+                                       tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, 0.2}, {5, 0.02}}, false, tp::schedule_unit::step),
+                                       LearningRates{});
+  by_step.train();
+  EXPECT_EQ(by_step.callback<LearningRates>().seen, repeat({{0.2, 4}, {0.02, 2}}));
+
+  EXPECT_THROW(tp::ScheduledHyperParamSetter(tp::learning_rate(), {{3, 0.1}, {2, 0.01}}), std::invalid_argument);
+  EXPECT_THROW(tp::ScheduledHyperParamSetter(tp::learning_rate(), {}), std::invalid_argument);
+}
+
+TEST(HyperParams, TheLearningRateReachesEveryTowersOptimizerAndIsPut) {
+  auto trainer = tp::Trainer(tp::DummyInput(tp_test::regression_batch()), tp_test::linear_desc(), tp::Replicated<>::cpu(3),
+                             tp::TrainOptions().steps_per_epoch(1).max_epoch(2),
+                             tp::ScheduledHyperParamSetter(tp::learning_rate(), {{2, 0.5}}), Recorder{});
+  trainer.train();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(trainer.replicas().optimizer(i).param_groups()[0].options().get_lr(), 0.5);
+  EXPECT_EQ(trainer.callback<Recorder>().seen,
+            (std::vector<std::pair<std::string, double>>{{"learning_rate", 0.05}, {"learning_rate", 0.5}}));
+}
+
+TEST(HyperParams, FunctionWarmupAndReduceOnPlateau) {
+  auto halving = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).max_epoch(3),
+                                       tp::HyperParamSetterWithFunc(tp::learning_rate(), [](int epoch, double lr) { return epoch == 1 ? 0.4 : lr / 2; }),
+                                       LearningRates{});
+  halving.train();
+  EXPECT_EQ(halving.callback<LearningRates>().seen, (std::vector<double>{0.4, 0.2, 0.1}));
+
+  auto warm = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3).max_epoch(2), tp::Warmup(tp::learning_rate(), 4, 0.0),
+                                    LearningRates{});
+  warm.train();
+  const std::vector<double> expected{0.0125, 0.025, 0.0375, 0.05, 0.05, 0.05};  // towards the optimizer's 0.05
+  for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_DOUBLE_EQ(warm.callback<LearningRates>().seen.at(i), expected[i]);
+
+  auto plateau = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).max_epoch(6), Scripted{{1.0, 0.9, 0.95, 0.97, 0.8, 0.85}},
+                                       tp::ReduceOnPlateau(tp::learning_rate(), "val/error", 2, 0.1), LearningRates{});
+  plateau.train();
+  // Epochs 3 and 4 do not improve on 0.9: from epoch 5 the rate is a tenth.
+  const auto& rates = plateau.callback<LearningRates>().seen;
+  EXPECT_EQ(rates[3], 0.05);
+  EXPECT_DOUBLE_EQ(rates[4], 0.005);
+  EXPECT_DOUBLE_EQ(rates[5], 0.005);
+  EXPECT_THROW(tp::ReduceOnPlateau(tp::learning_rate(), "x", 1, 1.5), std::invalid_argument);
+  EXPECT_THROW(tp::Warmup(tp::learning_rate(), 0, 0.0), std::invalid_argument);
+}
+
+TEST(HyperParams, MomentumWeightDecayAndUserValues) {
+  auto trainer = tp::Trainer(tp::DummyInput(tp_test::regression_batch()),
+                             tp::model_desc([] { return torch::nn::Linear(4, 1); })
+                                 .tower_function([](const tp::TowerContext&, torch::nn::Linear& m, const tp_test::Batch& b) {
+                                   return torch::mse_loss(m->forward(b.data), b.target);
+                                 })
+                                 .optimizer([](torch::nn::Linear& m) {
+                                   return torch::optim::Adam(m->parameters(), torch::optim::AdamOptions(1e-3).weight_decay(0.01));
+                                 }),
+                             tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(1));
+  EXPECT_EQ(tp::momentum().get(trainer), 0.9);  // Adam's beta1
+  tp::momentum().set(trainer, 0.5);
+  EXPECT_EQ(std::get<0>(static_cast<torch::optim::AdamOptions&>(trainer.replicas().optimizer().param_groups()[0].options()).betas()), 0.5);
+  EXPECT_EQ(tp::weight_decay().get(trainer), 0.01);
+  double dropout = 0.1;
+  auto user = tp::hyperparam("dropout", [&](auto&) { return dropout; }, [&](auto&, double v) { dropout = v; });
+  auto with_user_value = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::ScheduledHyperParamSetter(user, {{1, 0.3}}),
+                                               Recorder{});
+  with_user_value.train();
+  EXPECT_EQ(dropout, 0.3);
+  EXPECT_EQ(with_user_value.callback<Recorder>().seen, (std::vector<std::pair<std::string, double>>{{"dropout", 0.3}}));
+}

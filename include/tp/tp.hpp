@@ -3,6 +3,10 @@
 #include <tp/batch.hpp>
 #include <tp/callbacks/early_stopping.hpp>
 #include <tp/callbacks/progress_bar.hpp>
+#include <tp/callbacks/reduce_on_plateau.hpp>
+#include <tp/callbacks/scheduled_hyperparam.hpp>
+#include <tp/callbacks/warmup.hpp>
+#include <tp/hyperparam.hpp>
 #include <tp/callbacks/throughput.hpp>
 #include <tp/callbacks/trigger.hpp>
 #include <tp/concepts/callback.hpp>

@@ -56,6 +56,10 @@ class Async {
 
     model_type& main_model() { return shared_; }
     auto& optimizer() { return *optimizer_; }
+    template <class F>
+    void for_each_optimizer(F&& f) {
+      f(*optimizer_);
+    }
     int towers() const noexcept { return towers_.size(); }
     // Updates applied to the shared weights so far.
     std::int64_t updates() const {

@@ -78,6 +78,10 @@ class ParameterServer {
     model_type& main_model() { return server_; }
     model_type& model(int tower) { return towers_.model(tower); }
     auto& optimizer() { return *optimizer_; }
+    template <class F>
+    void for_each_optimizer(F&& f) {
+      f(*optimizer_);
+    }
     int towers() const noexcept { return towers_.size(); }
     bool identical() { return towers_.identical(); }
 

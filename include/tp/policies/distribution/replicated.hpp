@@ -85,6 +85,11 @@ class Replicated {
     model_type& main_model() { return towers_.model(0); }
     model_type& model(int tower) { return towers_.model(tower); }
     auto& optimizer(int tower = 0) { return optimizers_[static_cast<std::size_t>(tower)]; }
+    // Every tower's optimizer: a hyperparameter must reach all the replicas.
+    template <class F>
+    void for_each_optimizer(F&& f) {
+      for (auto& o : optimizers_) f(o);
+    }
     int towers() const noexcept { return towers_.size(); }
     bool identical() { return towers_.identical(); }
     std::int64_t reduce_calls() const noexcept { return reduce_calls_; }

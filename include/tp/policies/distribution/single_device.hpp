@@ -67,6 +67,12 @@ class SingleDevice {
       return *optimizer_;
     }
 
+    // Calls f on every optimizer (here at most one): what hyperparameter setters go through.
+    template <class F>
+    void for_each_optimizer(F&& f) {
+      if constexpr (detail::has_optimizer_factory<Tower, model_type>) f(*optimizer_);
+    }
+
     // Pull a batch, forward, backward, update. Returns the cost (the trainer detaches it when
     // it is read).
     template <class Input>

@@ -1,0 +1,109 @@
+#pragma once
+// Named hyperparameters: a name, and how to read and set the value on a trainer (tensorpack's
+// HyperParam). Setters (callbacks/hyperparam_setters.hpp) change them during training and put
+// their values as scalars.
+//
+//   tp::learning_rate()     every parameter group of every optimizer (every tower's replica)
+//   tp::momentum()          SGD's and RMSprop's momentum, Adam's and AdamW's beta1
+//   tp::weight_decay()      SGD, Adam, AdamW, RMSprop, Adagrad
+//   tp::hyperparam("dropout", get, set)      any value of the user's: get(trainer), set(trainer, v)
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include <torch/optim.h>
+
+namespace tp {
+
+template <class Get, class Set>
+struct HyperParam {
+  std::string name;
+  Get get;  // get(trainer) -> double
+  Set set;  // set(trainer, double)
+};
+
+template <class Get, class Set>
+HyperParam<Get, Set> hyperparam(std::string name, Get get, Set set) {
+  return {std::move(name), std::move(get), std::move(set)};
+}
+
+namespace detail {
+// A hyperparameter stored in every parameter group's options of every optimizer. `field`
+// returns a pointer to it in one options object, or nullptr if that optimizer has none.
+template <class Field>
+auto option_hyperparam(std::string name, Field field) {
+  auto get = [name, field](auto& trainer) {
+    double value = 0;
+    bool found = false;
+    trainer.replicas().for_each_optimizer([&](auto& optimizer) {
+      for (auto& group : optimizer.param_groups())
+        if (!found) {
+          const double* p = field(group.options());
+          if (!p) throw std::invalid_argument("tp::" + name + "(): this optimizer has no " + name + " tp knows; use tp::hyperparam(name, get, set)");
+          value = *p;
+          found = true;
+        }
+    });
+    if (!found) throw std::invalid_argument("tp::" + name + "(): the trainer has no optimizer");
+    return value;
+  };
+  auto set = [name, field](auto& trainer, double value) {
+    trainer.replicas().for_each_optimizer([&](auto& optimizer) {
+      for (auto& group : optimizer.param_groups()) {
+        double* p = field(group.options());
+        if (!p) throw std::invalid_argument("tp::" + name + "(): this optimizer has no " + name + " tp knows; use tp::hyperparam(name, get, set)");
+        *p = value;
+      }
+    });
+  };
+  return hyperparam(std::move(name), get, set);
+}
+
+template <class Options, class F>
+double* field_of(torch::optim::OptimizerOptions& options, F&& f) {
+  auto* typed = dynamic_cast<Options*>(&options);
+  return typed ? &f(*typed) : nullptr;
+}
+}  // namespace detail
+
+inline auto learning_rate() {
+  return hyperparam(
+      "learning_rate",
+      [](auto& trainer) {
+        double value = -1;
+        trainer.replicas().for_each_optimizer([&](auto& optimizer) {
+          if (value < 0 && !optimizer.param_groups().empty()) value = optimizer.param_groups().front().options().get_lr();
+        });
+        if (value < 0) throw std::invalid_argument("tp::learning_rate(): the trainer has no optimizer");
+        return value;
+      },
+      [](auto& trainer, double value) {
+        trainer.replicas().for_each_optimizer([&](auto& optimizer) {
+          for (auto& group : optimizer.param_groups()) group.options().set_lr(value);
+        });
+      });
+}
+
+inline auto momentum() {
+  using namespace torch::optim;
+  return detail::option_hyperparam("momentum", [](OptimizerOptions& o) -> double* {
+    if (auto* p = detail::field_of<SGDOptions>(o, [](SGDOptions& s) -> double& { return s.momentum(); })) return p;
+    if (auto* p = detail::field_of<RMSpropOptions>(o, [](RMSpropOptions& s) -> double& { return s.momentum(); })) return p;
+    if (auto* p = detail::field_of<AdamOptions>(o, [](AdamOptions& s) -> double& { return std::get<0>(s.betas()); })) return p;
+    return detail::field_of<AdamWOptions>(o, [](AdamWOptions& s) -> double& { return std::get<0>(s.betas()); });
+  });
+}
+
+inline auto weight_decay() {
+  using namespace torch::optim;
+  return detail::option_hyperparam("weight_decay", [](OptimizerOptions& o) -> double* {
+    if (auto* p = detail::field_of<SGDOptions>(o, [](SGDOptions& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<AdamOptions>(o, [](AdamOptions& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<AdamWOptions>(o, [](AdamWOptions& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<RMSpropOptions>(o, [](RMSpropOptions& s) -> double& { return s.weight_decay(); })) return p;
+    return detail::field_of<AdagradOptions>(o, [](AdagradOptions& s) -> double& { return s.weight_decay(); });
+  });
+}
+
+}  // namespace tp
