@@ -42,30 +42,13 @@ TORCH_MODULE(Net);
 // Pixels to roughly zero mean and unit variance (Fashion-MNIST's mean and std).
 torch::Tensor normalize(const torch::Tensor& pixels) { return (pixels.to(torch::kFloat) / 255.0 - 0.2860) / 0.3530; }
 
-// Test accuracy of the main tower's model, put as the scalar "test_accuracy" every epoch.
-class TestAccuracy {
- public:
-  explicit TestAccuracy(tp::data::FashionMnist test) : images_(normalize(test.images)), labels_(test.labels) {}
-
-  template <class Trainer>
-  void after_epoch(Trainer& trainer) {
-    auto& model = trainer.model();
-    torch::NoGradGuard no_grad;
-    model->eval();
-    std::int64_t correct = 0;
-    for (std::int64_t i = 0; i < images_.size(0); i += 1000) {
-      auto logits = model->forward(images_.slice(0, i, i + 1000));
-      correct += logits.argmax(1).eq(labels_.slice(0, i, i + 1000)).sum().template item<std::int64_t>();
-    }
-    model->train();
-    last_ = static_cast<double>(correct) / static_cast<double>(images_.size(0));
-    trainer.put_scalar("test_accuracy", last_);
+// The last value of a scalar, for the exit status.
+struct LastValue {
+  std::string name;
+  double value = 0;
+  void on_scalar(auto&, std::string_view scalar, double v) {
+    if (scalar == name) value = v;
   }
-  double last() const { return last_; }
-
- private:
-  torch::Tensor images_, labels_;
-  double last_ = 0;
 };
 
 std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
@@ -80,18 +63,27 @@ std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t f
 
 // Trains with any input and distribution policy; returns the final test accuracy.
 template <class Input, class Distribution>
-double train(Input input, Distribution distribution, tp::data::FashionMnist test, int epochs, std::int64_t steps,
+double train(Input input, Distribution distribution, const tp::data::FashionMnist& test, int epochs, std::int64_t steps,
              const std::string& logdir) {
   auto desc = tp::model_desc([] { return Net(); })
                   .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
                   })
                   .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
+  // Validation: the test set's cost and error, in inference mode, after every epoch.
+  auto test_flow = tp::data::examples(normalize(test.images), test.labels) | tp::data::batch(1000);
+  auto outputs = [](Net& net, const torch::data::Example<>& b) {
+    auto logits = net->forward(b.data);
+    return tp::outputs{{"cost", torch::nn::functional::cross_entropy(logits, b.target)}, {"logits", logits}, {"label", b.target}};
+  };
   tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution),
                       tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
-                      TestAccuracy(std::move(test)), tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir));
+                      tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, 1e-3}, {3, 3e-4}}),
+                      tp::InferenceRunner(std::move(test_flow), outputs, tp::ScalarStats({"cost"}, "test_"),
+                                          tp::ClassificationError("logits", "label", "test_error")),
+                      tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir), LastValue{"test_error"});
   trainer.train();
-  return trainer.template callback<TestAccuracy>().last();
+  return 1.0 - trainer.template callback<LastValue>().value;
 }
 
 }  // namespace
@@ -118,8 +110,8 @@ int main(int argc, char** argv) try {
   if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
   // The one-type change: SingleDevice or Replicated.
   auto run = [&](auto distribution) {
-    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps, logdir)
-                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), std::move(test_set), epochs, steps, logdir);
+    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir)
+                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir);
   };
   const double accuracy = towers == 1 ? run(tp::SingleDevice::best_available()) : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
   std::cout << "final test accuracy: " << accuracy << "\n";

@@ -509,3 +509,61 @@ TEST(HyperParams, MomentumWeightDecayAndUserValues) {
   EXPECT_EQ(dropout, 0.3);
   EXPECT_EQ(with_user_value.callback<Recorder>().seen, (std::vector<std::pair<std::string, double>>{{"dropout", 0.3}}));
 }
+
+// --- validation -------------------------------------------------------------------------------------
+
+TEST(InferenceRunner, PutsTheDatasetMeanOfScalarOutputs) {
+  auto data = tp_test::regression_batch(10);
+  auto validation = tp::data::examples(data.data, data.target) | tp::data::batch(4);  // batches of 4, 4, 2
+  auto infer = [](torch::nn::Linear& m, const tp_test::Batch& b) { return tp::outputs{{"cost", torch::mse_loss(m->forward(b.data), b.target)}}; };
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3).max_epoch(2),
+                                       tp::InferenceRunner(validation, infer, tp::ScalarStats({"cost"}, "val/")), Recorder{});
+  trainer.train();
+  const auto& seen = trainer.callback<Recorder>().seen;
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].first, "val/cost");
+  const double whole = torch::mse_loss(trainer.model()->forward(data.data), data.target).item<double>();
+  EXPECT_NEAR(seen[1].second, whole, 1e-6 * whole);  // weighted by batch size: the mean over all 10 rows
+}
+
+namespace {
+struct ModeProbe {
+  bool training_seen = false, grad_seen = false;
+};
+}  // namespace
+
+TEST(InferenceRunner, ClassificationErrorInEvalModeWithoutGradients) {
+  auto labels = torch::tensor({0, 1, 2, 1, 0, 2}, torch::kLong);
+  auto flow = tp::data::examples(torch::zeros({6, 4}), labels) | tp::data::batch(4);
+  auto probe = std::make_shared<ModeProbe>();
+  // The first batch (4 examples) is predicted right, the last (2 examples) all wrong: error 2/6.
+  auto infer = [probe](torch::nn::Linear& m, const tp_test::Batch& b) {
+    probe->training_seen |= m->is_training();
+    probe->grad_seen |= torch::GradMode::is_enabled();
+    auto predicted = b.target.clone();
+    if (predicted.size(0) == 2) predicted = (predicted + 1) % 3;  // the last batch is all wrong
+    return tp::outputs{{"logits", torch::one_hot(predicted, 3).to(torch::kFloat)}, {"label", b.target}};
+  };
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::InferenceRunner(flow, infer, tp::ClassificationError("logits", "label", "val/error")),
+                                       Recorder{});
+  trainer.train();
+  EXPECT_EQ(trainer.callback<Recorder>().seen, (std::vector<std::pair<std::string, double>>{{"val/error", 2.0 / 6.0}}));
+  EXPECT_FALSE(probe->training_seen);
+  EXPECT_FALSE(probe->grad_seen);
+  EXPECT_TRUE(trainer.model()->is_training());
+}
+
+TEST(InferenceRunner, AMissingOutputIsNamedAndTheModelGoesBackToTraining) {
+  auto data = tp_test::regression_batch(4);
+  auto infer = [](torch::nn::Linear& m, const tp_test::Batch& b) { return tp::outputs{{"prediction", m->forward(b.data)}}; };
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1),
+                                       tp::InferenceRunner(tp::data::examples(data.data, data.target) | tp::data::batch(2), infer,
+                                                           tp::ScalarStats({"cost"})));
+  try {
+    trainer.train();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gives no output named 'cost'; it gives: prediction"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(trainer.model()->is_training());
+}

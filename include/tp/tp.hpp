@@ -2,6 +2,7 @@
 // The umbrella header, for users. The library's own headers include only what they use.
 #include <tp/batch.hpp>
 #include <tp/callbacks/early_stopping.hpp>
+#include <tp/callbacks/inference_runner.hpp>
 #include <tp/callbacks/progress_bar.hpp>
 #include <tp/callbacks/reduce_on_plateau.hpp>
 #include <tp/callbacks/scheduled_hyperparam.hpp>

@@ -1,0 +1,151 @@
+#pragma once
+// InferenceRunner: evaluates the main model on validation data in inference mode (eval mode,
+// no gradients) and puts the results as scalars (tensorpack's InferenceRunner). An inference
+// function turns (model, batch) into named outputs; inferencers reduce the outputs of all
+// batches to scalars. It runs at every epoch's end: wrap it in tp::every_n_epochs(n, ...) to
+// run it less often. The model is back in training mode afterwards, on every exit path.
+//
+//   auto outputs = [](Net& net, const Batch& b) {
+//     auto logits = net->forward(b.data);
+//     return tp::outputs{{"cost", cross_entropy(logits, b.target)}, {"logits", logits}, {"label", b.target}};
+//   };
+//   tp::InferenceRunner(test_flow, outputs, tp::ScalarStats({"cost"}, "val/"),
+//                       tp::ClassificationError("logits", "label", "val/error"))
+//
+// Several datasets: one InferenceRunner each, with its own prefix.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <range/v3/range/access.hpp>
+#include <torch/types.h>
+
+#include <tp/batch.hpp>
+
+namespace tp {
+
+using outputs = std::map<std::string, torch::Tensor>;
+
+namespace detail {
+inline const torch::Tensor& output(const outputs& out, const std::string& name, const char* who) {
+  const auto it = out.find(name);
+  if (it == out.end()) {
+    std::string have;
+    for (const auto& [key, value] : out) have += (have.empty() ? "" : ", ") + key;
+    throw std::invalid_argument(std::string("tp::") + who + ": the inference function gives no output named '" + name +
+                                "'; it gives: " + (have.empty() ? "nothing" : have));
+  }
+  return it->second;
+}
+}  // namespace detail
+
+// The mean over the whole dataset of scalar outputs (each batch weighted by its size), put as
+// prefix + name.
+class ScalarStats {
+ public:
+  explicit ScalarStats(std::vector<std::string> names, std::string prefix = "validation_") : names_(std::move(names)), prefix_(std::move(prefix)) {}
+  void start() {
+    sums_.assign(names_.size(), 0.0);
+    count_ = 0;
+  }
+  void add(const outputs& out, std::int64_t batch_size) {
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      const auto& t = detail::output(out, names_[i], "ScalarStats");
+      if (t.numel() != 1)
+        throw std::invalid_argument("tp::ScalarStats: output '" + names_[i] + "' must be a scalar, got shape " + c10::str(t.sizes()));
+      sums_[i] += t.item<double>() * static_cast<double>(batch_size);
+    }
+    count_ += batch_size;
+  }
+  std::map<std::string, double> result() const {
+    std::map<std::string, double> r;
+    for (std::size_t i = 0; i < names_.size(); ++i) r[prefix_ + names_[i]] = count_ ? sums_[i] / static_cast<double>(count_) : 0.0;
+    return r;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::string prefix_;
+  std::vector<double> sums_;
+  std::int64_t count_ = 0;
+};
+
+// The fraction of examples whose arg-max logit is not the label.
+class ClassificationError {
+ public:
+  ClassificationError(std::string logits, std::string labels, std::string name = "validation_error")
+      : logits_(std::move(logits)), labels_(std::move(labels)), name_(std::move(name)) {}
+  void start() { wrong_ = total_ = 0; }
+  void add(const outputs& out, std::int64_t) {
+    const auto& logits = detail::output(out, logits_, "ClassificationError");
+    const auto& labels = detail::output(out, labels_, "ClassificationError");
+    if (logits.dim() != 2 || labels.dim() != 1 || logits.size(0) != labels.size(0))
+      throw std::invalid_argument("tp::ClassificationError: expects logits [N, classes] and labels [N], got " + c10::str(logits.sizes()) +
+                                  " and " + c10::str(labels.sizes()));
+    wrong_ += logits.argmax(1).ne(labels).sum().item<std::int64_t>();
+    total_ += labels.size(0);
+  }
+  std::map<std::string, double> result() const {
+    return {{name_, total_ ? static_cast<double>(wrong_) / static_cast<double>(total_) : 0.0}};
+  }
+
+ private:
+  std::string logits_, labels_, name_;
+  std::int64_t wrong_ = 0, total_ = 0;
+};
+
+template <class Dataflow, class Infer, class... Inferencers>
+class InferenceRunner {
+ public:
+  InferenceRunner(Dataflow dataflow, Infer infer, Inferencers... inferencers)
+      : dataflow_(std::move(dataflow)), infer_(std::move(infer)), inferencers_(std::move(inferencers)...) {}
+
+  template <class Trainer>
+  void after_epoch(Trainer& trainer) {
+    auto& model = trainer.model();
+    torch::NoGradGuard no_grad;
+    struct back_to_training {
+      decltype(model)& m;
+      ~back_to_training() { (*m).train(); }
+    } restore{model};
+    (*model).eval();
+    std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers_);
+    std::int64_t batches = 0;
+    const auto device = (*model).parameters().empty() ? torch::Device(torch::kCPU) : (*model).parameters().front().device();
+    for (auto&& batch : dataflow_) {
+      const auto on_device = to_device(batch, device);
+      const outputs out = infer_(model, on_device);
+      const auto size = out.empty() ? 1 : out.begin()->second.dim() > 0 ? out.begin()->second.size(0) : 1;
+      std::apply([&](auto&... inf) { (inf.add(out, batch_size(on_device, size)), ...); }, inferencers_);
+      ++batches;
+    }
+    if (batches == 0) throw std::runtime_error("tp::InferenceRunner: the validation dataflow gave no batch");
+    std::apply([&](auto&... inf) { (put(trainer, inf.result()), ...); }, inferencers_);
+  }
+
+ private:
+  // The number of examples in a batch: its first tensor's first dimension.
+  template <class Batch>
+  static std::int64_t batch_size(const Batch& batch, std::int64_t fallback) {
+    std::int64_t n = -1;
+    map_tensors(batch, [&](torch::Tensor t) {
+      if (n < 0 && t.dim() > 0) n = t.size(0);
+      return t;
+    });
+    return n < 0 ? fallback : n;
+  }
+  template <class Trainer>
+  static void put(Trainer& trainer, const std::map<std::string, double>& results) {
+    for (const auto& [name, value] : results) trainer.put_scalar(name, value);
+  }
+
+  Dataflow dataflow_;
+  Infer infer_;
+  std::tuple<Inferencers...> inferencers_;
+};
+
+}  // namespace tp
