@@ -22,6 +22,8 @@
 #include <tp/tp.hpp>
 #include <torch/torch.h>
 
+#include "../examples/fashion_mnist_net.hpp"
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -135,22 +137,7 @@ void interference(benchmark::State& state) {
 
 // --- Fashion-MNIST, the example's model ------------------------------------------------------------
 
-struct NetImpl : torch::nn::Module {
-  torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(1, 32, 3).padding(1)}, conv2{torch::nn::Conv2dOptions(32, 64, 3).padding(1)};
-  torch::nn::Linear fc1{64 * 7 * 7, 128}, fc2{128, 10};
-  NetImpl() {
-    register_module("conv1", conv1);
-    register_module("conv2", conv2);
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
-    return fc2(torch::relu(fc1(x.flatten(1))));
-  }
-};
-TORCH_MODULE(Net);
+using fashion_mnist::Net;
 
 template <class Input>
 double fashion_epoch_seconds(Input input, std::int64_t steps_per_epoch) {
@@ -167,7 +154,7 @@ double fashion_epoch_seconds(Input input, std::int64_t steps_per_epoch) {
 
 void fashion_mnist_epoch(benchmark::State& state) {
   auto train = tp::data::fashion_mnist(tp::data::split::train);
-  auto normalized = (train.images.to(torch::kFloat) / 255.0 - 0.2860) / 0.3530;
+  auto normalized = fashion_mnist::normalize(train.images);
   auto flow = [&] { return tp::data::examples(normalized, train.labels) | tp::data::shuffle(42) | tp::data::batch(64); };
   const std::int64_t epoch = train.images.size(0) / 64;
   double feed = 0, queue = 0;

@@ -17,30 +17,12 @@
 #include <tp/tp.hpp>
 #include <torch/torch.h>
 
+#include "fashion_mnist_net.hpp"
+
 namespace {
 
-struct NetImpl : torch::nn::Module {
-  torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(1, 32, 3).padding(1)};
-  torch::nn::Conv2d conv2{torch::nn::Conv2dOptions(32, 64, 3).padding(1)};
-  torch::nn::Linear fc1{64 * 7 * 7, 128};
-  torch::nn::Linear fc2{128, 10};
-  NetImpl() {
-    register_module("conv1", conv1);
-    register_module("conv2", conv2);
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 14x14
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 7x7
-    x = torch::relu(fc1(x.flatten(1)));
-    return fc2(x);
-  }
-};
-TORCH_MODULE(Net);
-
-// Pixels to roughly zero mean and unit variance (Fashion-MNIST's mean and std).
-torch::Tensor normalize(const torch::Tensor& pixels) { return (pixels.to(torch::kFloat) / 255.0 - 0.2860) / 0.3530; }
+using fashion_mnist::Net;
+using fashion_mnist::normalize;
 
 // The last value of a scalar, for the exit status.
 struct LastValue {

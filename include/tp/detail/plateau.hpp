@@ -1,0 +1,47 @@
+#pragma once
+// Whether a monitored scalar has stopped improving: what EarlyStopping and ReduceOnPlateau both
+// watch. Epochs in which the scalar was not put do not count; a NaN or Inf never improves.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace tp::detail {
+
+class plateau {
+ public:
+  enum goal { minimize, maximize };
+
+  plateau(std::string scalar, goal g, double min_delta) : scalar_(std::move(scalar)), goal_(g), min_delta_(min_delta) {}
+
+  void see(std::string_view name, double value) {
+    if (name == scalar_) latest_ = value;
+  }
+
+  // At an epoch's end: the number of epochs in a row without improvement so far (0 if this
+  // epoch improved), or nothing if the scalar was not put this epoch.
+  std::optional<int> end_epoch(int epoch) {
+    if (!latest_) return std::nullopt;
+    const double value = *std::exchange(latest_, std::nullopt);
+    const bool improved =
+        std::isfinite(value) && (!best_ || (goal_ == minimize ? value < *best_ - min_delta_ : value > *best_ + min_delta_));
+    if (!improved) return ++stalled_;
+    best_ = value;
+    best_epoch_ = epoch;
+    return stalled_ = 0;
+  }
+  void restart_count() noexcept { stalled_ = 0; }
+
+  std::optional<double> best() const noexcept { return best_; }
+  int best_epoch() const noexcept { return best_epoch_; }
+
+ private:
+  std::string scalar_;
+  goal goal_;
+  double min_delta_;
+  std::optional<double> latest_, best_;
+  int best_epoch_ = 0, stalled_ = 0;
+};
+
+}  // namespace tp::detail
