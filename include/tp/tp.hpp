@@ -3,11 +3,17 @@
 #include <tp/batch.hpp>
 #include <tp/callbacks/early_stopping.hpp>
 #include <tp/callbacks/inference_runner.hpp>
+#include <tp/callbacks/min_max_saver.hpp>
+#include <tp/callbacks/model_saver.hpp>
+#include <tp/callbacks/moving_average.hpp>
 #include <tp/callbacks/progress_bar.hpp>
 #include <tp/callbacks/reduce_on_plateau.hpp>
 #include <tp/callbacks/scheduled_hyperparam.hpp>
 #include <tp/callbacks/warmup.hpp>
+#include <tp/callbacks/weight_ema.hpp>
+#include <tp/checkpoint.hpp>
 #include <tp/hyperparam.hpp>
+#include <tp/log_dir.hpp>
 #include <tp/callbacks/throughput.hpp>
 #include <tp/callbacks/trigger.hpp>
 #include <tp/concepts/callback.hpp>

@@ -10,7 +10,8 @@
 // Contracts (tensorpack's, made exact):
 // - Every callback sees every event, in the order the callbacks were given. At after_epoch the
 //   plain callbacks run first and the monitors (callbacks with on_scalar) after them, so that a
-//   monitor prints the scalars the epoch's callbacks have just put.
+//   monitor prints the scalars the epoch's callbacks have just put; checkpoint writers run last
+//   at after_epoch and after_step, so that they save the state of the finished epoch or step.
 // - before_train and after_train pair like constructors and destructors: after_train runs for
 //   every callback whose before_train completed, on every exit path (normal end, a stop
 //   request, stop_training, any exception). An exception then propagates; if after_train hooks
@@ -21,11 +22,19 @@
 //   last epoch run in after_train).
 // - global_step counts the steps ever finished: in before_step it excludes the current step,
 //   in after_step it includes it. local_step is the index of the current step in its epoch.
+// - setup hooks run first, before the input starts and outside the before/after_train pairing:
+//   a callback may load a checkpoint there. save_state/load_state hold everything a resumed run
+//   needs to go on exactly as an uninterrupted one: a run resumed from a checkpoint written in
+//   an epoch's after_epoch starts at the next epoch; one written after step k of an epoch
+//   starts that epoch again at step k (its before_epoch hooks run).
 #include <cstdint>
 #include <exception>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <boost/hana/at.hpp>
 #include <boost/hana/for_each.hpp>
@@ -38,6 +47,8 @@
 #include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>
 #include <tp/concepts/tower.hpp>
+#include <tp/data/state.hpp>
+#include <tp/detail/archive.hpp>
 #include <tp/detail/hook_dispatch.hpp>
 #include <tp/stop_training.hpp>
 #include <tp/train_options.hpp>
@@ -92,17 +103,29 @@ class Trainer {
                   "nothing; wrap a number in torch::tensor(x)");
     stop_requested_ = false;
     started_ = 0;
+    run_setup();
     epoch_num_ = options_.starting_epoch() - 1;  // epochs finished, as tensorpack counts them
-    local_step_ = 0;
+    const std::int64_t first_step = std::exchange(resume_step_, 0);
+    local_step_ = first_step;
+    steps_done_ = 0;
+    epoch_closed_ = true;
+    looping_ = true;
+    struct not_looping {
+      bool& flag;
+      ~not_looping() { flag = false; }
+    } end_of_loop{looping_};
     try {
       if constexpr (requires { input_.start(); }) input_.start();  // background threads, if any
       if constexpr (requires { replicas_.start(); }) replicas_.start();  // e.g. towers synced from the main one
       run_before_train();
       for (int epoch = options_.starting_epoch(); epoch <= options_.max_epoch(); ++epoch) {
         epoch_num_ = epoch;  // after the loop it stays the last epoch run
-        local_step_ = 0;
+        const std::int64_t first = epoch == options_.starting_epoch() ? first_step : 0;
+        local_step_ = first;
+        steps_done_ = first;
+        epoch_closed_ = false;
         run_hook<detail::before_epoch_tag>();
-        for (std::int64_t index = 0; index < options_.steps_per_epoch(); ++index) {
+        for (std::int64_t index = first; index < options_.steps_per_epoch(); ++index) {
           local_step_ = index;  // after the loop it stays the index of the epoch's last step
           run_hook<detail::before_step_tag>();
           if constexpr (std::is_void_v<step_result>) {
@@ -111,12 +134,16 @@ class Trainer {
             last_cost_ = step(*this);
           }
           ++global_step_;
-          run_hook<detail::after_step_tag>();
+          ++steps_done_;
+          run_hook<detail::after_step_tag, receivers::all_but_writers>();
+          run_hook<detail::after_step_tag, receivers::writers>();
           if (stop_requested_) break;
         }
         if constexpr (requires { replicas_.end_epoch(epoch); }) replicas_.end_epoch(epoch);
+        epoch_closed_ = true;
         run_hook<detail::after_epoch_tag, receivers::plain>();
         run_hook<detail::after_epoch_tag, receivers::monitors>();
+        run_hook<detail::after_epoch_tag, receivers::writers>();
         if (stop_requested_) break;
       }
     } catch (const stop_training&) {
@@ -172,6 +199,101 @@ class Trainer {
     if constexpr (has_monitors()) put_scalar(name, value.item<double>());
   }
 
+  // --- state: what a checkpoint holds -------------------------------------------------------
+  // Everything a resumed run needs to go on exactly as an uninterrupted one: the loop's place,
+  // the main model's parameters and buffers, every optimizer (with its hyperparameters), the
+  // CPU random generator, the input's position in its dataflow, and the state of the callbacks
+  // that have some. Multi-tower policies bring the other towers back to the main one at start.
+  void save_state(torch::serialize::OutputArchive& archive) {
+    namespace d = detail;
+    archive.write("tp/format", c10::IValue(std::int64_t{1}));
+    archive.write("loop/epoch_num", c10::IValue(std::int64_t{epoch_num_}));
+    archive.write("loop/steps_done", c10::IValue(steps_done_));
+    archive.write("loop/epoch_closed", c10::IValue(epoch_closed_));
+    archive.write("loop/global_step", c10::IValue(global_step_));
+    torch::serialize::OutputArchive model;
+    d::save_module(model, *model_module());
+    archive.write("model", model);
+    std::int64_t count = 0;
+    replicas_.for_each_optimizer([&](auto& optimizer) {
+      torch::serialize::OutputArchive one;
+      optimizer.save(one);
+      archive.write("optimizer/" + std::to_string(count++), one);
+    });
+    archive.write("optimizer/count", c10::IValue(count));
+    d::save_cpu_rng(archive, "rng/cpu");
+    if constexpr (requires { input_.position(); }) {
+      const auto where = input_.position();
+      archive.write("input/flow", c10::IValue(std::vector<std::int64_t>(where.flow.begin(), where.flow.end())));
+      archive.write("input/consumed", c10::IValue(where.consumed));
+    }
+    std::int64_t stateful = 0;
+    hana::for_each(all_callbacks, [&](auto i) {
+      if constexpr (detail::names_save_state<std::remove_cvref_t<decltype(callbacks_[i])>>) {
+        torch::serialize::OutputArchive one;
+        callbacks_[i].save_state(*this, one);
+        archive.write("callback/" + std::to_string(stateful++), one);
+      }
+    });
+  }
+
+  // Loads what save_state wrote; the next train() goes on from there. Call it before train(),
+  // or from a setup hook. A state that does not fit this trainer (another model, optimizer or
+  // set of stateful callbacks) throws tp::checkpoint_error naming the part; the trainer may then
+  // be partly loaded, and a later successful load_state overwrites all of it.
+  void load_state(torch::serialize::InputArchive& archive) {
+    namespace d = detail;
+    if (looping_) throw std::logic_error("tp::Trainer::load_state: called while training; call it before train() or from a setup hook");
+    if (const auto format = d::read_int(archive, "tp/format"); format != 1)
+      throw checkpoint_error("the checkpoint has format " + std::to_string(format) + "; this tp reads format 1");
+    const auto epoch = d::read_int(archive, "loop/epoch_num");
+    const auto steps_done = d::read_int(archive, "loop/steps_done");
+    const bool closed = d::read_bool(archive, "loop/epoch_closed");
+    const auto global_step = d::read_int(archive, "loop/global_step");
+    torch::serialize::InputArchive model;
+    d::read_archive(archive, "model", model);
+    d::load_module(model, *model_module());
+    std::int64_t count = 0;
+    const auto saved_count = d::read_int(archive, "optimizer/count");
+    replicas_.for_each_optimizer([&](auto& optimizer) {
+      if (count >= saved_count)
+        throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has more");
+      torch::serialize::InputArchive one;
+      d::read_archive(archive, "optimizer/" + std::to_string(count++), one);
+      try {
+        optimizer.load(one);
+      } catch (const c10::Error& e) {
+        throw checkpoint_error("the checkpoint's optimizer " + std::to_string(count - 1) + " does not fit this trainer's (" +
+                               e.what_without_backtrace() + "); build the optimizer as the run that saved it did");
+      }
+    });
+    if (count != saved_count)
+      throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has " + std::to_string(count));
+    d::load_cpu_rng(archive, "rng/cpu");
+    if constexpr (requires(data::position p) { input_.restore(p); }) {
+      data::position where;
+      for (auto v : d::read_ints(archive, "input/flow")) where.flow.push_back(static_cast<std::uint64_t>(v));
+      where.consumed = d::read_int(archive, "input/consumed");
+      input_.restore(where);
+    }
+    std::int64_t stateful = 0;
+    hana::for_each(all_callbacks, [&](auto i) {
+      if constexpr (detail::names_save_state<std::remove_cvref_t<decltype(callbacks_[i])>>) {
+        torch::serialize::InputArchive one;
+        d::read_archive(archive, "callback/" + std::to_string(stateful++), one);
+        callbacks_[i].load_state(*this, one);
+      }
+    });
+    global_step_ = global_step;
+    if (closed) {
+      options_.starting_epoch(static_cast<int>(epoch) + 1);
+      resume_step_ = 0;
+    } else {
+      options_.starting_epoch(static_cast<int>(epoch));
+      resume_step_ = steps_done;
+    }
+  }
+
   // --- parts --------------------------------------------------------------------------------
   InputPolicy& input() noexcept { return input_; }
   TowerPolicy& tower() noexcept { return tower_; }
@@ -179,6 +301,8 @@ class Trainer {
   replicas_type& replicas() noexcept { return replicas_; }
   // The main tower's model: what callbacks evaluate and savers save.
   decltype(auto) model() { return replicas_.main_model(); }
+  // The same, as a plain module.
+  torch::nn::Module* model_module() { return replicas_.main_model().ptr().get(); }
 
   // The callback of type C (which must appear once), or the I-th callback.
   template <class C>
@@ -195,15 +319,20 @@ class Trainer {
   }
 
  private:
-  // Which callbacks a hook goes to. At after_epoch, plain callbacks run before monitors.
-  enum class receivers { all, plain, monitors };
+  // Which callbacks a hook goes to. At after_epoch, plain callbacks run first, then monitors,
+  // then checkpoint writers; at after_step, checkpoint writers run after all the others.
+  enum class receivers { all, all_but_writers, plain, monitors, writers };
 
   template <class Tag, receivers Which = receivers::all>
   void run_hook() {
     constexpr auto selected = detail::indices_where<Callbacks...>([](auto t) {
       using C = typename decltype(t)::type;
       constexpr bool is_monitor = detail::callable_on_scalar<C, Trainer>;
-      constexpr bool wanted = Which == receivers::all || (Which == receivers::monitors) == is_monitor;
+      constexpr bool is_writer = checkpoint_writer<C>;
+      constexpr bool wanted = Which == receivers::all || (Which == receivers::all_but_writers && !is_writer) ||
+                              (Which == receivers::plain && !is_monitor && !is_writer) ||
+                              (Which == receivers::monitors && is_monitor && !is_writer) ||
+                              (Which == receivers::writers && is_writer);
       return hana::bool_c<Tag::template present<C, Trainer> && wanted>;
     });
     hana::for_each(selected, [this](auto i) {
@@ -217,6 +346,13 @@ class Trainer {
   bool runs_here(const C&) const {
     if constexpr (chief_only_callback<C>) return is_chief();
     else return true;
+  }
+
+  void run_setup() {
+    hana::for_each(all_callbacks, [this](auto i) {
+      if constexpr (detail::callable_setup<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>)
+        if (runs_here(callbacks_[i])) callbacks_[i].setup(*this);
+    });
   }
 
   static constexpr auto monitors() {
@@ -271,6 +407,12 @@ class Trainer {
   std::int64_t global_step_ = 0;
   std::size_t started_ = 0;
   bool stop_requested_ = false;
+  // For checkpoints: steps finished in the current epoch, whether its after_epoch has begun,
+  // and where a loaded state resumes within the starting epoch.
+  std::int64_t steps_done_ = 0;
+  bool epoch_closed_ = true;
+  std::int64_t resume_step_ = 0;
+  bool looping_ = false;
   mutable torch::Tensor last_cost_;  // as the step returned it; last_cost() detaches it
 };
 

@@ -49,6 +49,16 @@ class EarlyStopping {
   // The epoch at whose end it asked to stop, if it did.
   std::optional<int> stopped_at_epoch() const noexcept { return stopped_at_epoch_; }
 
+  // For checkpoints.
+  template <class Trainer>
+  void save_state(Trainer&, detail::OutputArchive& archive) {
+    plateau_.save(archive);
+  }
+  template <class Trainer>
+  void load_state(Trainer&, detail::InputArchive& archive) {
+    plateau_.load(archive);
+  }
+
  private:
   detail::plateau plateau_;
   int patience_;

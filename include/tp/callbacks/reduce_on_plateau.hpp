@@ -13,6 +13,8 @@
 
 #include <tp/detail/plateau.hpp>
 
+#include <tp/detail/archive.hpp>
+
 namespace tp {
 
 template <class Param>
@@ -37,6 +39,22 @@ class ReduceOnPlateau {
     if (!stalled || *stalled < patience_) return;
     plateau_.restart_count();
     param_.set(trainer, std::max(min_value_, param_.get(trainer) * factor_));
+  }
+
+  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  template <class Trainer>
+  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
+    archive.write("value", c10::IValue(param_.get(trainer)));
+    detail::OutputArchive plateau;
+    plateau_.save(plateau);
+    archive.write("plateau", plateau);
+  }
+  template <class Trainer>
+  void load_state(Trainer& trainer, detail::InputArchive& archive) {
+    param_.set(trainer, detail::read_double(archive, "value"));
+    detail::InputArchive plateau;
+    detail::read_archive(archive, "plateau", plateau);
+    plateau_.load(plateau);
   }
 
  private:

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <tp/detail/archive.hpp>
+
 namespace tp {
 
 enum class schedule_unit { epoch, step };
@@ -58,6 +60,16 @@ class ScheduledHyperParamSetter {
     trainer.put_scalar(param_.name, param_.get(trainer));
   }
 
+  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  template <class Trainer>
+  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
+    archive.write("value", c10::IValue(param_.get(trainer)));
+  }
+  template <class Trainer>
+  void load_state(Trainer& trainer, detail::InputArchive& archive) {
+    param_.set(trainer, detail::read_double(archive, "value"));
+  }
+
  private:
   template <class Trainer>
   void apply(Trainer& trainer, std::int64_t x) {
@@ -85,6 +97,16 @@ class HyperParamSetterWithFunc {
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
     trainer.put_scalar(param_.name, param_.get(trainer));
+  }
+
+  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  template <class Trainer>
+  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
+    archive.write("value", c10::IValue(param_.get(trainer)));
+  }
+  template <class Trainer>
+  void load_state(Trainer& trainer, detail::InputArchive& archive) {
+    param_.set(trainer, detail::read_double(archive, "value"));
   }
 
  private:

@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include <tp/detail/archive.hpp>
+
 namespace tp {
 
 template <class Param>
@@ -29,6 +31,19 @@ class Warmup {
   void before_step(Trainer& trainer) {
     const auto step = trainer.global_step() + 1;
     if (step <= steps_) param_.set(trainer, from_ + (*target_ - from_) * static_cast<double>(step) / static_cast<double>(steps_));
+  }
+
+  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  template <class Trainer>
+  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
+    archive.write("value", c10::IValue(param_.get(trainer)));
+    archive.write("has_target", c10::IValue(target_.has_value()));
+    archive.write("target", c10::IValue(target_.value_or(0.0)));
+  }
+  template <class Trainer>
+  void load_state(Trainer& trainer, detail::InputArchive& archive) {
+    param_.set(trainer, detail::read_double(archive, "value"));
+    target_ = detail::read_bool(archive, "has_target") ? std::optional<double>(detail::read_double(archive, "target")) : std::nullopt;
   }
 
  private:

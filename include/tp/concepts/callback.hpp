@@ -3,6 +3,8 @@
 //
 // A callback is a plain class with any subset of these hooks, each called with the trainer:
 //
+//   setup(trainer)          once, first in train(), before the input starts: the place to load
+//                           a checkpoint (trainer.load_state) so that the run resumes
 //   before_train(trainer)   once, before the first step; end hooks pair with it
 //   before_epoch(trainer)   at the start of every epoch
 //   before_step(trainer)    before every step
@@ -36,6 +38,7 @@ namespace tp::detail {
   template <class C, class T>                                                                 \
   concept callable_##hook = requires(C& c, T& t) { c.hook(t); };
 
+TP_DETAIL_HOOK_TRAITS(setup)
 TP_DETAIL_HOOK_TRAITS(before_train)
 TP_DETAIL_HOOK_TRAITS(before_epoch)
 TP_DETAIL_HOOK_TRAITS(before_step)
@@ -56,8 +59,20 @@ template <class C, class T>
 concept callable_on_scalar =
     requires(C& c, T& t, std::string_view name, double value) { c.on_scalar(t, name, value); };
 
+// State (optional): a callback whose state a resumed run needs (a best value so far, a
+// running average) declares save_state(trainer, archive) and load_state(trainer, archive), with
+// LibTorch's serialize::OutputArchive and InputArchive; checkpoints hold it.
+struct save_state_probe {
+  void save_state();
+};
 template <class C>
-concept names_any_hook = names_before_train<C> || names_before_epoch<C> ||
+struct save_state_mix : C, save_state_probe {};
+template <class C>
+concept names_save_state =
+    std::is_class_v<C> && !std::is_final_v<C> && !requires { &save_state_mix<C>::save_state; };
+
+template <class C>
+concept names_any_hook = names_setup<C> || names_before_train<C> || names_before_epoch<C> ||
                          names_before_step<C> || names_after_step<C> || names_after_epoch<C> ||
                          names_after_train<C> || names_on_scalar<C>;
 
@@ -73,6 +88,7 @@ concept callback = std::is_class_v<C> && detail::names_any_hook<C>;
 template <class C, class Trainer>
 concept callback_for =
     callback<C> &&
+    (!detail::names_setup<C> || detail::callable_setup<C, Trainer>) &&
     (!detail::names_before_train<C> || detail::callable_before_train<C, Trainer>) &&
     (!detail::names_before_epoch<C> || detail::callable_before_epoch<C, Trainer>) &&
     (!detail::names_before_step<C> || detail::callable_before_step<C, Trainer>) &&
@@ -97,6 +113,12 @@ ChiefOnly<C> chief_only(C callback) {
   return ChiefOnly<C>{std::move(callback)};
 }
 
+// A checkpoint writer (ModelSaver, MinSaver) declares `static constexpr bool writes_checkpoint
+// = true;`. At after_step and after_epoch it runs after every other callback, monitors
+// included, so that the state it saves is the state at the end of the step or epoch.
+template <class C>
+concept checkpoint_writer = requires { C::writes_checkpoint; } && static_cast<bool>(C::writes_checkpoint);
+
 // A monitor is a callback that receives scalars.
 template <class C, class Trainer>
 concept monitor_for = callback_for<C, Trainer> && detail::callable_on_scalar<C, Trainer>;
@@ -107,13 +129,14 @@ template <class C, class Trainer>
 constexpr bool check_callback() {
   static_assert(callback<C>,
                 "tp rule [callback: has a hook]: a callback must declare at least one hook: "
-                "before_train, before_epoch, before_step, after_step, after_epoch, after_train "
+                "setup, before_train, before_epoch, before_step, after_step, after_epoch, after_train "
                 "or on_scalar");
 #define TP_DETAIL_CHECK_HOOK(hook)                                                   \
   static_assert(!names_##hook<C> || callable_##hook<C, Trainer>,                     \
                 "tp rule [callback_for: hook signature]: the hook " #hook " of this " \
                 "callback cannot be called as " #hook "(trainer&); declare it as "     \
                 "`void " #hook "(auto& trainer)` or take the trainer type by reference");
+  TP_DETAIL_CHECK_HOOK(setup)
   TP_DETAIL_CHECK_HOOK(before_train)
   TP_DETAIL_CHECK_HOOK(before_epoch)
   TP_DETAIL_CHECK_HOOK(before_step)

@@ -2,7 +2,8 @@
 // forward_hooks<Self, Inner>: gives a wrapper callback (a trigger, say) exactly the hooks its
 // inner callback declares, each forwarded to Self::dispatch<Tag>(trainer). A wrapper that
 // declared every hook would be seen as having hooks the inner lacks, and a wrapper that
-// declared none would be seen as no callback at all.
+// declared none would be seen as no callback at all. A checkpointed state (save_state and
+// load_state) passes through the same way.
 #include <string_view>
 
 #include <tp/concepts/callback.hpp>
@@ -20,6 +21,7 @@ namespace tp::detail {
       static_cast<Self&>(*this).template dispatch<hook##_tag>(trainer);   \
     }                                                                     \
   };
+TP_DETAIL_FORWARD_HOOK(setup)
 TP_DETAIL_FORWARD_HOOK(before_train)
 TP_DETAIL_FORWARD_HOOK(before_epoch)
 TP_DETAIL_FORWARD_HOOK(before_step)
@@ -38,13 +40,33 @@ struct forward_on_scalar<Self, true> {
   }
 };
 
+template <class Self, bool present>
+struct forward_state {};
+template <class Self>
+struct forward_state<Self, true> {
+  template <class Trainer, class Archive>
+  void save_state(Trainer& trainer, Archive& archive) {
+    static_cast<Self&>(*this).inner().save_state(trainer, archive);
+  }
+  template <class Trainer, class Archive>
+  void load_state(Trainer& trainer, Archive& archive) {
+    static_cast<Self&>(*this).inner().load_state(trainer, archive);
+  }
+};
+
 template <class Self, class Inner>
-struct forward_hooks : forward_before_train<Self, names_before_train<Inner>>,
+struct forward_hooks : forward_state<Self, names_save_state<Inner>>,
+                       forward_setup<Self, names_setup<Inner>>,
+                       forward_before_train<Self, names_before_train<Inner>>,
                        forward_before_epoch<Self, names_before_epoch<Inner>>,
                        forward_before_step<Self, names_before_step<Inner>>,
                        forward_after_step<Self, names_after_step<Inner>>,
                        forward_after_epoch<Self, names_after_epoch<Inner>>,
                        forward_after_train<Self, names_after_train<Inner>>,
-                       forward_on_scalar<Self, names_on_scalar<Inner>> {};
+                       forward_on_scalar<Self, names_on_scalar<Inner>> {
+  // A wrapper is what its inner callback is: chief-only, a checkpoint writer.
+  static constexpr bool chief_only = chief_only_callback<Inner>;
+  static constexpr bool writes_checkpoint = checkpoint_writer<Inner>;
+};
 
 }  // namespace tp::detail

@@ -37,6 +37,7 @@ constexpr auto indices_where(Pred pred) {
       c.hook(t);                                          \
     }                                                     \
   };
+TP_DETAIL_HOOK_TAG(setup)
 TP_DETAIL_HOOK_TAG(before_train)
 TP_DETAIL_HOOK_TAG(before_epoch)
 TP_DETAIL_HOOK_TAG(before_step)

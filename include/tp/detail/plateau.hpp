@@ -2,10 +2,13 @@
 // Whether a monitored scalar has stopped improving: what EarlyStopping and ReduceOnPlateau both
 // watch. Epochs in which the scalar was not put do not count; a NaN or Inf never improves.
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <tp/detail/archive.hpp>
 
 namespace tp::detail {
 
@@ -34,6 +37,20 @@ class plateau {
   void restart_count() noexcept { stalled_ = 0; }
 
   std::optional<double> best() const noexcept { return best_; }
+
+  // For checkpoints: what a resumed run needs to judge the next epochs as this one would.
+  void save(OutputArchive& archive) const {
+    archive.write("has_best", c10::IValue(best_.has_value()));
+    archive.write("best", c10::IValue(best_.value_or(0.0)));
+    archive.write("best_epoch", c10::IValue(std::int64_t{best_epoch_}));
+    archive.write("stalled", c10::IValue(std::int64_t{stalled_}));
+  }
+  void load(InputArchive& archive) {
+    best_ = read_bool(archive, "has_best") ? std::optional<double>(read_double(archive, "best")) : std::nullopt;
+    best_epoch_ = static_cast<int>(read_int(archive, "best_epoch"));
+    stalled_ = static_cast<int>(read_int(archive, "stalled"));
+    latest_.reset();
+  }
   int best_epoch() const noexcept { return best_epoch_; }
 
  private:

@@ -1,0 +1,73 @@
+#pragma once
+// MinSaver and MaxSaver: keep the checkpoint of the epoch with the lowest (highest) value of a
+// monitored scalar (tensorpack's MinSaver/MaxSaver), as min-<scalar>.ckpt (max-...) in a folder,
+// a whole trainer checkpoint that tp::load_model or tp::load_checkpoint reads. '/' in the
+// scalar's name becomes '_' in the file's. NaN never improves; epochs that did not put the
+// scalar do not count. Only the chief writes.
+//
+//   tp::MinSaver(logdir, "val/error")          ->  logdir/min-val_error.ckpt
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <tp/checkpoint.hpp>
+#include <tp/detail/plateau.hpp>
+
+namespace tp {
+
+template <detail::plateau::goal Goal>
+class BestSaver {
+ public:
+  static constexpr bool writes_checkpoint = true;
+  static constexpr bool chief_only = true;
+
+  BestSaver(std::filesystem::path folder, std::string scalar) : path_(std::move(folder) / file_name(scalar)), plateau_(std::move(scalar), Goal, 0.0) {}
+
+  template <class Trainer>
+  void on_scalar(Trainer&, std::string_view name, double value) {
+    plateau_.see(name, value);
+  }
+  template <class Trainer>
+  void after_epoch(Trainer& trainer) {
+    const auto stalled = plateau_.end_epoch(trainer.epoch_num());
+    if (!stalled || *stalled != 0) return;
+    std::filesystem::create_directories(path_.parent_path());
+    save_checkpoint(trainer, path_);
+    ++saves_;
+  }
+
+  template <class Trainer>
+  void save_state(Trainer&, detail::OutputArchive& archive) {
+    plateau_.save(archive);
+  }
+  template <class Trainer>
+  void load_state(Trainer&, detail::InputArchive& archive) {
+    plateau_.load(archive);
+  }
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  std::optional<double> best() const noexcept { return plateau_.best(); }
+  int best_epoch() const noexcept { return plateau_.best_epoch(); }
+  // Checkpoints written by this run.
+  int saves() const noexcept { return saves_; }
+
+ private:
+  static std::string file_name(std::string scalar) {
+    if (scalar.empty()) throw std::invalid_argument("tp::MinSaver/MaxSaver: the monitored scalar's name is empty");
+    for (char& c : scalar)
+      if (c == '/' || c == '\\') c = '_';
+    return std::string(Goal == detail::plateau::minimize ? "min-" : "max-") + scalar + ".ckpt";
+  }
+
+  std::filesystem::path path_;
+  detail::plateau plateau_;
+  int saves_ = 0;
+};
+
+using MinSaver = BestSaver<detail::plateau::minimize>;
+using MaxSaver = BestSaver<detail::plateau::maximize>;
+
+}  // namespace tp

@@ -1,0 +1,170 @@
+#pragma once
+// ModelSaver: checkpoints the whole trainer (tensorpack's ModelSaver) into a folder at every
+// epoch's end, and optionally every N steps, and resumes from the newest whole checkpoint there
+// when training starts again (Keras's BackupAndRestore): running the same command again
+// continues where it stopped, to the bit.
+//
+//   tp::ModelSaver(logdir).keep_last(10).keep_every_hours(0.5)
+//
+// - Files are model-<global_step>.ckpt (see tp/checkpoint.hpp), written atomically, with an
+//   index, checkpoints.json, listing what the folder holds, newest last.
+// - It keeps the newest keep_last checkpoints and, of the older ones, one every
+//   keep_every_hours hours of writing (the first, then each written at least that long after
+//   the previous one kept); it deletes the others it wrote. It never deletes a file it cannot
+//   read as a checkpoint.
+// - Resuming skips (and keeps, renamed .corrupt) a checkpoint that is not whole.
+// - It runs after every other callback of the step or epoch (a checkpoint writer), so that the
+//   state it saves is the state at the end of it. Only the chief writes; every process resumes.
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <tp/checkpoint.hpp>
+#include <tp/detail/atomic_file.hpp>
+
+namespace tp {
+
+namespace detail {
+// Which of the checkpoints (oldest first) to keep: the newest `keep_last`, and, when every_ms >
+// 0, the first and then each written at least every_ms after the previous one kept that way.
+inline std::vector<bool> checkpoints_to_keep(const std::vector<checkpoint_info>& all, int keep_last, std::int64_t every_ms) {
+  std::vector<bool> keep(all.size(), false);
+  std::optional<std::int64_t> last_hourly;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const bool recent = i + static_cast<std::size_t>(keep_last) >= all.size();
+    const bool hourly = every_ms > 0 && (!last_hourly || all[i].time_ms >= *last_hourly + every_ms);
+    if (hourly) last_hourly = all[i].time_ms;
+    keep[i] = recent || hourly;
+  }
+  return keep;
+}
+}  // namespace detail
+
+class ModelSaver {
+ public:
+  static constexpr bool writes_checkpoint = true;
+  static constexpr const char* index_name = "checkpoints.json";
+
+  explicit ModelSaver(std::filesystem::path folder) : folder_(std::move(folder)) {}
+
+  // How many of the newest checkpoints to keep (>= 1; default 10).
+  ModelSaver& keep_last(int n) {
+    if (n < 1) throw std::invalid_argument("tp::ModelSaver: keep_last must be >= 1, got " + std::to_string(n));
+    keep_last_ = n;
+    return *this;
+  }
+  // Of the older ones, keep one every `hours` (0: none; default 0.5).
+  ModelSaver& keep_every_hours(double hours) {
+    if (!(hours >= 0) || !std::isfinite(hours))
+      throw std::invalid_argument("tp::ModelSaver: keep_every_hours must be >= 0 (0 keeps none), got " + std::to_string(hours));
+    keep_every_ms_ = static_cast<std::int64_t>(hours * 3600'000.0);
+    return *this;
+  }
+  // Also save after every n-th global step (0: only at epoch ends, the default).
+  ModelSaver& every_n_steps(std::int64_t n) {
+    if (n < 0) throw std::invalid_argument("tp::ModelSaver: every_n_steps must be >= 0, got " + std::to_string(n));
+    every_n_steps_ = n;
+    return *this;
+  }
+  // Whether train() resumes from the newest checkpoint in the folder (default true).
+  ModelSaver& resume(bool on) {
+    resume_ = on;
+    return *this;
+  }
+
+  template <class Trainer>
+  void setup(Trainer& trainer) {
+    std::filesystem::create_directories(folder_);
+    if (trainer.is_chief()) remove_partial_writes();
+    resumed_from_.reset();
+    if (!resume_) return;
+    resumed_from_ = resume_from_latest(trainer, folder_, *log_);
+    if (resumed_from_)
+      *log_ << "tp::ModelSaver: resumed from " << resumed_from_->path.string() << " (global step " << resumed_from_->global_step
+            << "); training goes on at epoch " << trainer.starting_epoch() << "\n";
+  }
+  template <class Trainer>
+  void after_step(Trainer& trainer) {
+    if (every_n_steps_ == 0 || trainer.global_step() % every_n_steps_ != 0) return;
+    if (trainer.local_step() + 1 == trainer.steps_per_epoch()) return;  // after_epoch saves this one
+    save(trainer);
+  }
+  template <class Trainer>
+  void after_epoch(Trainer& trainer) {
+    save(trainer);
+  }
+
+  const std::filesystem::path& folder() const noexcept { return folder_; }
+  // The checkpoint train() resumed from, if it did.
+  const std::optional<checkpoint_info>& resumed_from() const noexcept { return resumed_from_; }
+  // Where messages go (std::cerr by default).
+  ModelSaver& log_to(std::ostream& out) {
+    log_ = &out;
+    return *this;
+  }
+
+ private:
+  template <class Trainer>
+  void save(Trainer& trainer) {
+    if (!trainer.is_chief()) return;
+    save_checkpoint(trainer, folder_ / checkpoint_file_name(trainer.global_step()));
+    prune_and_index();
+  }
+
+  // A write killed midway leaves model-<step>.ckpt.tmp.<pid>: never a checkpoint, only litter.
+  void remove_partial_writes() const {
+    for (const auto& entry : std::filesystem::directory_iterator(folder_)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("model-", 0) == 0 && name.find(".ckpt.tmp.") != std::string::npos) {
+        std::error_code ignored;
+        std::filesystem::remove(entry.path(), ignored);
+      }
+    }
+  }
+
+  void prune_and_index() {
+    std::vector<checkpoint_info> all;
+    for (const auto& [step, path] : list_checkpoints(folder_)) {
+      try {
+        all.push_back(read_checkpoint_info(path));
+      } catch (const checkpoint_error&) {
+        // not readable as a checkpoint: neither listed nor deleted
+      }
+    }
+    const auto keep = detail::checkpoints_to_keep(all, keep_last_, keep_every_ms_);
+    std::vector<checkpoint_info> kept;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (keep[i]) {
+        kept.push_back(all[i]);
+      } else {
+        std::error_code ignored;
+        std::filesystem::remove(all[i].path, ignored);
+      }
+    }
+    std::ostringstream index;
+    index << "{\"latest\": \"" << (kept.empty() ? "" : kept.back().path.filename().string()) << "\", \"checkpoints\": [";
+    for (std::size_t i = 0; i < kept.size(); ++i)
+      index << (i ? ",\n  " : "\n  ") << "{\"file\": \"" << kept[i].path.filename().string() << "\", \"global_step\": " << kept[i].global_step
+            << ", \"epoch_num\": " << kept[i].epoch_num << ", \"time_ms\": " << kept[i].time_ms << ", \"bytes\": " << kept[i].payload_bytes + detail::checkpoint_header_bytes
+            << "}";
+    index << "\n]}\n";
+    detail::write_file_atomically(folder_ / index_name, index.str());
+  }
+
+  std::filesystem::path folder_;
+  int keep_last_ = 10;
+  std::int64_t keep_every_ms_ = 1800'000;
+  std::int64_t every_n_steps_ = 0;
+  bool resume_ = true;
+  std::ostream* log_ = &std::cerr;
+  std::optional<checkpoint_info> resumed_from_;
+};
+
+}  // namespace tp

@@ -1,0 +1,79 @@
+#pragma once
+// MovingAverage: an exponential moving average of a per-step quantity, put as a scalar at every
+// epoch's end (tensorpack's MovingAverageSummary): a smoother curve than the last step's value.
+// By default the quantity is the step's cost; any other is a function of the trainer returning
+// a one-element tensor. The average stays on the quantity's device (no sync per step) and is
+// part of the checkpoint. It starts from the first value (no bias toward zero).
+//
+//   tp::MovingAverage("cost", 0.95)                                     the step's cost
+//   tp::MovingAverage("accuracy", 0.9, [](auto& t) { return t.model()->last_accuracy; })
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <torch/types.h>
+
+#include <tp/detail/archive.hpp>
+
+namespace tp {
+
+struct last_cost_of_step {
+  template <class Trainer>
+  torch::Tensor operator()(Trainer& trainer) const {
+    return trainer.last_cost();
+  }
+};
+
+template <class Quantity = last_cost_of_step>
+class MovingAverage {
+ public:
+  explicit MovingAverage(std::string name = "cost", double decay = 0.95, Quantity quantity = {})
+      : name_(std::move(name)), decay_(decay), quantity_(std::move(quantity)) {
+    if (!(decay >= 0 && decay < 1)) throw std::invalid_argument("tp::MovingAverage: decay must be in [0, 1), got " + std::to_string(decay));
+  }
+
+  template <class Trainer>
+  void after_step(Trainer& trainer) {
+    const torch::Tensor value = quantity_(trainer);
+    if (!value.defined()) return;  // a step that returns no cost
+    if (value.numel() != 1)
+      throw std::invalid_argument("tp::MovingAverage: '" + name_ + "' must be one number per step, got shape " + c10::str(value.sizes()));
+    torch::NoGradGuard no_grad;
+    const auto current = value.detach().to(torch::kDouble).reshape({});
+    if (!average_.defined()) {
+      average_ = current.clone();
+      return;
+    }
+    if (average_.device() != current.device()) average_ = average_.to(current.device());  // loaded on the CPU
+    average_.mul_(decay_).add_(current, 1.0 - decay_);
+  }
+  template <class Trainer>
+  void after_epoch(Trainer& trainer) {
+    if (average_.defined()) trainer.put_scalar(name_, average_);
+  }
+
+  template <class Trainer>
+  void save_state(Trainer&, detail::OutputArchive& archive) {
+    archive.write("has_average", c10::IValue(average_.defined()));
+    if (average_.defined()) archive.write("average", average_, /*is_buffer=*/true);
+  }
+  template <class Trainer>
+  void load_state(Trainer&, detail::InputArchive& archive) {
+    average_ = detail::read_bool(archive, "has_average") ? detail::read_tensor(archive, "average") : torch::Tensor();
+  }
+
+  // The current average (undefined before the first step).
+  const torch::Tensor& average() const noexcept { return average_; }
+
+ private:
+  std::string name_;
+  double decay_;
+  Quantity quantity_;
+  torch::Tensor average_;
+};
+
+MovingAverage()->MovingAverage<last_cost_of_step>;
+MovingAverage(std::string)->MovingAverage<last_cost_of_step>;
+MovingAverage(std::string, double)->MovingAverage<last_cost_of_step>;
+
+}  // namespace tp

@@ -1,0 +1,602 @@
+// Checkpoints and exact resume: the file format and its checks, the trainer's state, the savers,
+// the stateful callbacks (weight and scalar averages, setters), the log folder, and a training
+// process killed with SIGKILL at random moments that resumes to the same bits.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using tp_test::Batch;
+
+namespace {
+
+// A fresh folder under the system's temporary folder, removed at the end.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / ("tp_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A small MLP with dropout, trained with SGD + momentum on a shuffled dataflow: everything a
+// resume must bring back (weights, momentum, the CPU generator, the dataflow's position).
+struct Mlp : torch::nn::Module {
+  Mlp() {
+    torch::manual_seed(21);
+    a = register_module("a", torch::nn::Linear(6, 16));
+    b = register_module("b", torch::nn::Linear(16, 1));
+  }
+  torch::Tensor forward(torch::Tensor x) { return b->forward(torch::dropout(torch::relu(a->forward(x)), 0.25, is_training())); }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+};
+TORCH_MODULE_IMPL(MlpHolder, Mlp);
+
+auto mlp_flow() {
+  torch::manual_seed(4);
+  auto x = torch::randn({40, 6});
+  auto y = x.sum(1, true);
+  return tp::data::examples(x, y) | tp::data::shuffle(9) | tp::data::batch(8);
+}
+
+auto mlp_desc() {
+  return tp::model_desc([] { return MlpHolder(); })
+      .tower_function([](const tp::TowerContext&, MlpHolder& m, const Batch& b) { return torch::mse_loss(m->forward(b.data), b.target); })
+      .optimizer([](MlpHolder& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.02).momentum(0.9)); });
+}
+
+template <class... Callbacks>
+auto mlp_trainer(int max_epoch, Callbacks... callbacks) {
+  return tp::Trainer(tp::FeedInput(mlp_flow()), mlp_desc(), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(7).max_epoch(max_epoch),
+                     std::move(callbacks)...);
+}
+
+std::vector<torch::Tensor> weights_of(auto& trainer) {
+  std::vector<torch::Tensor> w;
+  for (const auto& p : trainer.model()->parameters()) w.push_back(p.detach().clone());
+  return w;
+}
+
+void expect_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].sizes(), b[i].sizes());
+    EXPECT_EQ(std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()), 0) << "tensor " << i << " differs";
+  }
+}
+
+}  // namespace
+
+// --- the file ------------------------------------------------------------------------------
+
+TEST(Crc32c, MatchesTheStandardCheckValueAndExtends) {
+  const std::string text = "123456789";
+  EXPECT_EQ(tp::detail::crc32c(text.data(), text.size()), 0xE3069283u);  // the CRC-32C check value
+  const auto whole = tp::detail::crc32c(text.data(), text.size());
+  EXPECT_EQ(tp::detail::crc32c_extend(tp::detail::crc32c(text.data(), 4), text.data() + 4, 5), whole);
+  std::string big(10007, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + 7);
+  const auto* p = reinterpret_cast<const unsigned char*>(big.data());
+  EXPECT_EQ(tp::detail::crc32c(big.data(), big.size()), tp::detail::crc32c_table_extend(0xffffffffu, p, big.size()) ^ 0xffffffffu);
+}
+
+TEST(CheckpointFile, RoundTripsAndNamesWhatIsWrongWithABadFile) {
+  TempDir dir("ckpt_file");
+  auto trainer = mlp_trainer(1);
+  trainer.train();
+  const auto path = dir.path / tp::checkpoint_file_name(trainer.global_step());
+  EXPECT_EQ(path.filename(), "model-0000000007.ckpt");
+  const auto info = tp::save_checkpoint(trainer, path);
+  EXPECT_EQ(info.global_step, 7);
+  EXPECT_EQ(tp::read_checkpoint_info(path).global_step, 7);
+  EXPECT_EQ(tp::read_checkpoint_info(path).epoch_num, 1);
+  EXPECT_EQ(fs::file_size(path), info.payload_bytes + 48);
+  EXPECT_NO_THROW(tp::read_checkpoint_payload(path));
+  EXPECT_TRUE(fs::exists(path) && !fs::exists(path.string() + ".tmp." + std::to_string(::getpid())));
+
+  const auto bytes = read_all(path);
+  auto expect_error = [&](const std::string& content, const std::string& words) {
+    const auto bad = dir.path / "bad.ckpt";
+    std::ofstream(bad, std::ios::binary) << content;
+    try {
+      tp::read_checkpoint_payload(bad);
+      ADD_FAILURE() << "no error for a file that should be " << words;
+    } catch (const tp::checkpoint_error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.ckpt"), std::string::npos) << e.what();
+    }
+  };
+  expect_error(bytes.substr(0, bytes.size() / 2), "is truncated: it holds");
+  expect_error(bytes.substr(0, 20), "ends inside its 48-byte header");
+  auto flipped = bytes;
+  flipped[flipped.size() - 100] ^= 0x10;
+  expect_error(flipped, "is corrupt: its checksum does not match");
+  expect_error("{\"not\": \"a checkpoint\"} and some more bytes to pass the header size", "is not a tp checkpoint");
+}
+
+// --- the trainer's state --------------------------------------------------------------------
+
+TEST(Resume, FromAnEpochEndGivesTheBitsOfAnUninterruptedRun) {
+  auto reference = mlp_trainer(5);
+  reference.train();
+
+  TempDir dir("resume_epoch");
+  {
+    auto first = mlp_trainer(2);
+    first.train();
+    tp::save_checkpoint(first, dir.path / "two.ckpt");
+  }
+  torch::manual_seed(12345);  // a different generator state: the checkpoint must bring its own
+  auto resumed = mlp_trainer(5);
+  tp::load_checkpoint(resumed, dir.path / "two.ckpt");
+  EXPECT_EQ(resumed.starting_epoch(), 3);
+  EXPECT_EQ(resumed.global_step(), 14);
+  resumed.train();
+  EXPECT_EQ(resumed.global_step(), 35);
+  expect_bitwise_equal(weights_of(resumed), weights_of(reference));
+}
+
+TEST(Resume, FromTheMiddleOfAnEpochStartsThatEpochAtTheNextStep) {
+  auto reference = mlp_trainer(3);
+  reference.train();
+
+  TempDir dir("resume_step");
+  {
+    tp_test::Spy spy;
+    auto first = mlp_trainer(3, tp::ModelSaver(dir.path).every_n_steps(10).keep_last(100));
+    first.train();
+  }
+  ASSERT_TRUE(fs::exists(dir.path / tp::checkpoint_file_name(10)));  // step 10: epoch 2, after its 3rd step
+  tp_test::Spy spy;
+  auto resumed = mlp_trainer(3, spy);
+  tp::load_checkpoint(resumed, dir.path / tp::checkpoint_file_name(10));
+  resumed.train();
+  expect_bitwise_equal(weights_of(resumed), weights_of(reference));
+  // The epoch starts again at local step 3 (its before_epoch runs), then epoch 3 runs whole.
+  ASSERT_GE(spy.log->size(), 3u);
+  EXPECT_EQ((*spy.log)[0], "before_train 1/3/10");
+  EXPECT_EQ((*spy.log)[1], "before_epoch 2/3/10");
+  EXPECT_EQ((*spy.log)[2], "before_step 2/3/10");
+  EXPECT_EQ(tp_test::only(*spy.log, "after_step").size(), 11u);
+}
+
+TEST(Resume, ACheckpointOfAnotherModelIsAnErrorNamingTheTensor) {
+  TempDir dir("resume_mismatch");
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2).max_epoch(1));
+  trainer.train();
+  tp::save_checkpoint(trainer, dir.path / "linear.ckpt");
+  auto other = mlp_trainer(1);
+  const auto before = weights_of(other);
+  try {
+    tp::load_checkpoint(other, dir.path / "linear.ckpt");
+    FAIL() << "loaded a checkpoint of another model";
+  } catch (const tp::checkpoint_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not fit this trainer"), std::string::npos) << what;
+    EXPECT_NE(what.find("'weight' where this model has 'a.weight'"), std::string::npos) << what;
+  }
+  expect_bitwise_equal(weights_of(other), before);  // nothing was changed
+}
+
+namespace {
+struct LoadInStep {
+  void after_step(auto& trainer) {
+    torch::serialize::InputArchive archive;
+    trainer.load_state(archive);
+  }
+};
+}  // namespace
+
+TEST(Resume, LoadStateWhileTrainingIsRefused) {
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).max_epoch(1), LoadInStep{});
+  EXPECT_THROW(trainer.train(), std::logic_error);
+}
+
+// --- ModelSaver -----------------------------------------------------------------------------
+
+TEST(ModelSaver, KeepsTheNewestAndWritesAnIndex) {
+  TempDir dir("saver_keep");
+  auto trainer = mlp_trainer(5, tp::ModelSaver(dir.path).keep_last(2).keep_every_hours(0));
+  trainer.train();
+  const auto files = tp::list_checkpoints(dir.path);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].first, 28);
+  EXPECT_EQ(files[1].first, 35);
+  const auto index = read_all(dir.path / "checkpoints.json");
+  EXPECT_NE(index.find("\"latest\": \"model-0000000035.ckpt\""), std::string::npos) << index;
+  EXPECT_NE(index.find("\"file\": \"model-0000000028.ckpt\", \"global_step\": 28, \"epoch_num\": 4"), std::string::npos) << index;
+  EXPECT_EQ(index.find("model-0000000021"), std::string::npos) << index;
+}
+
+TEST(ModelSaver, KeepsOneCheckpointEveryHOursOfTheOlderOnes) {
+  std::vector<tp::checkpoint_info> all;
+  const std::int64_t hour = 3600'000;
+  for (std::int64_t t : {0L, hour / 2, hour, hour + 1, 2 * hour + 5, 2 * hour + 6, 2 * hour + 7}) all.push_back({"", 0, 0, t, 0, 0});
+  EXPECT_EQ(tp::detail::checkpoints_to_keep(all, 2, hour), (std::vector<bool>{true, false, true, false, true, true, true}));
+  EXPECT_EQ(tp::detail::checkpoints_to_keep(all, 3, 0), (std::vector<bool>{false, false, false, false, true, true, true}));
+}
+
+TEST(ModelSaver, RunningAgainResumesAndMatchesAnUninterruptedRun) {
+  auto reference = mlp_trainer(4);
+  reference.train();
+  TempDir dir("saver_resume");
+  std::ostringstream log;
+  {
+    auto first = mlp_trainer(2, tp::ModelSaver(dir.path).log_to(log));
+    first.train();
+    EXPECT_FALSE(first.callback<tp::ModelSaver>().resumed_from());
+  }
+  auto second = mlp_trainer(4, tp::ModelSaver(dir.path).log_to(log));
+  second.train();
+  ASSERT_TRUE(second.callback<tp::ModelSaver>().resumed_from());
+  EXPECT_EQ(second.callback<tp::ModelSaver>().resumed_from()->global_step, 14);
+  EXPECT_NE(log.str().find("resumed from"), std::string::npos);
+  EXPECT_NE(log.str().find("training goes on at epoch 3"), std::string::npos) << log.str();
+  expect_bitwise_equal(weights_of(second), weights_of(reference));
+}
+
+TEST(ModelSaver, ACorruptLatestCheckpointFallsBackToThePreviousAndIsKept) {
+  auto reference = mlp_trainer(4);
+  reference.train();
+  TempDir dir("saver_corrupt");
+  {
+    auto first = mlp_trainer(3, tp::ModelSaver(dir.path));
+    first.train();
+  }
+  // The newest (epoch 3) is cut short, as by a full disk or a copy that did not finish.
+  const auto latest = dir.path / tp::checkpoint_file_name(21);
+  const auto bytes = read_all(latest);
+  std::ofstream(latest, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 1000);
+  std::ostringstream log;
+  auto second = mlp_trainer(4, tp::ModelSaver(dir.path).log_to(log));
+  second.train();
+  EXPECT_NE(log.str().find("model-0000000021.ckpt is truncated"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("renamed it to model-0000000021.ckpt.corrupt"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("trying the one before it"), std::string::npos) << log.str();
+  EXPECT_EQ(second.callback<tp::ModelSaver>().resumed_from()->global_step, 14);
+  EXPECT_TRUE(fs::exists(latest.string() + ".corrupt"));  // kept, for whoever wants to look
+  EXPECT_EQ(fs::file_size(latest.string() + ".corrupt"), bytes.size() - 1000);
+  expect_bitwise_equal(weights_of(second), weights_of(reference));
+}
+
+TEST(ModelSaver, WithResumeOffStartsAfresh) {
+  TempDir dir("saver_noresume");
+  {
+    auto first = mlp_trainer(1, tp::ModelSaver(dir.path));
+    first.train();
+  }
+  auto second = mlp_trainer(1, tp::ModelSaver(dir.path).resume(false));
+  second.train();
+  EXPECT_FALSE(second.callback<tp::ModelSaver>().resumed_from());
+  EXPECT_EQ(second.global_step(), 7);
+}
+
+TEST(ModelSaver, RejectsBadOptions) {
+  EXPECT_THROW(tp::ModelSaver("x").keep_last(0), std::invalid_argument);
+  EXPECT_THROW(tp::ModelSaver("x").keep_every_hours(-1), std::invalid_argument);
+  EXPECT_THROW(tp::ModelSaver("x").every_n_steps(-3), std::invalid_argument);
+}
+
+namespace {
+// Puts one value of "val/error" per epoch, from a list.
+struct PutSequence {
+  std::vector<double> values;
+  void after_epoch(auto& trainer) { trainer.put_scalar("val/error", values.at(static_cast<std::size_t>(trainer.epoch_num() - 1))); }
+};
+// Records, at each hook, the order in which callbacks ran.
+struct OrderLog {
+  std::shared_ptr<std::vector<std::string>> log;
+  std::string name;
+  void after_epoch(auto&) { log->push_back(name); }
+};
+struct OrderMonitor : OrderLog {
+  void on_scalar(auto&, std::string_view, double) {}
+};
+struct OrderWriter : OrderLog {
+  static constexpr bool writes_checkpoint = true;
+};
+}  // namespace
+
+TEST(MinSaver, KeepsTheCheckpointOfTheBestEpoch) {
+  TempDir dir("minsaver");
+  auto trainer = mlp_trainer(5, PutSequence{{0.5, 0.3, 0.4, 0.2, 0.25}}, tp::MinSaver(dir.path, "val/error"),
+                             tp::MaxSaver(dir.path, "val/error"));
+  trainer.train();
+  const auto& min = trainer.callback<tp::MinSaver>();
+  EXPECT_EQ(min.saves(), 3);  // epochs 1, 2 and 4 improved
+  EXPECT_EQ(*min.best(), 0.2);
+  EXPECT_EQ(min.path().filename(), "min-val_error.ckpt");
+  EXPECT_EQ(tp::read_checkpoint_info(min.path()).epoch_num, 4);
+  EXPECT_EQ(tp::read_checkpoint_info(dir.path / "max-val_error.ckpt").epoch_num, 1);
+  // The model in it is the model at the end of epoch 4.
+  auto model = MlpHolder();
+  tp::load_model(min.path(), *model);
+}
+
+TEST(CheckpointWriter, RunsAfterPlainCallbacksAndMonitors) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).max_epoch(1), OrderWriter{{log, "writer"}},
+                                       OrderMonitor{{log, "monitor"}}, OrderLog{log, "plain"});
+  trainer.train();
+  EXPECT_EQ(*log, (std::vector<std::string>{"plain", "monitor", "writer"}));
+  // Wrapped in a trigger, it is still one.
+  static_assert(tp::checkpoint_writer<decltype(tp::every_n_epochs(2, OrderWriter{}))>);
+  static_assert(tp::checkpoint_writer<tp::ModelSaver> && !tp::chief_only_callback<tp::ModelSaver>);
+  static_assert(tp::checkpoint_writer<tp::MinSaver> && tp::chief_only_callback<tp::MinSaver>);
+}
+
+// --- stateful callbacks ---------------------------------------------------------------------
+
+TEST(WeightEMA, AveragesTheWeightsAndSwapsThemInForValidation) {
+  auto checked = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3).max_epoch(1), tp::WeightEMA(0.5));
+  std::vector<torch::Tensor> average;
+  for (const auto& p : checked.model()->parameters()) average.push_back(p.detach().clone());
+  checked.train([&](auto& t) {
+    auto cost = t.replicas().run_step(t.tower(), t.input());
+    auto params = t.model()->parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) average[i] = 0.5 * average[i] + 0.5 * params[i].detach();
+    return cost;
+  });
+  const auto& got = checked.callback<tp::WeightEMA>().averages();
+  for (std::size_t i = 0; i < average.size(); ++i) EXPECT_TRUE(torch::allclose(got[i], average[i], 1e-6, 1e-7)) << i;
+
+  const auto trained = weights_of(checked);
+  checked.callback<tp::WeightEMA>().swap(checked);
+  for (std::size_t i = 0; i < average.size(); ++i) EXPECT_TRUE(torch::allclose(checked.model()->parameters()[i], average[i], 1e-6, 1e-7));
+  checked.callback<tp::WeightEMA>().swap(checked);
+  expect_bitwise_equal(weights_of(checked), trained);
+}
+
+namespace {
+// Records the model's first weight when its after_epoch runs.
+struct SeeWeight {
+  std::shared_ptr<std::vector<double>> seen = std::make_shared<std::vector<double>>();
+  void after_epoch(auto& trainer) { seen->push_back(trainer.model()->parameters()[0].view(-1)[0].template item<double>()); }
+};
+}  // namespace
+
+TEST(WeightEMA, WithEMAWeightsRunsTheCallbackOnTheAverages) {
+  SeeWeight see;
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(1), tp::WeightEMA(0.9), tp::with_ema_weights(see));
+  trainer.train();
+  const double averaged = trainer.callback<tp::WeightEMA>().averages()[0].view(-1)[0].item<double>();
+  const double trained = trainer.model()->parameters()[0].view(-1)[0].item<double>();
+  ASSERT_EQ(see.seen->size(), 1u);
+  EXPECT_EQ((*see.seen)[0], averaged);
+  EXPECT_NE(averaged, trained);  // and the trained weights are back
+}
+
+TEST(MovingAverage, IsTheExponentialAverageOfTheStepCostsAndIsPut) {
+  std::vector<double> costs{4, 2, 8, 1};
+  std::size_t k = 0;
+  tp_test::Spy spy;
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(1), tp::MovingAverage("cost", 0.5),
+                                       tp::JSONWriter(fs::temp_directory_path() / ("tp_ma_" + std::to_string(::getpid()))));
+  trainer.train([&](auto&) { return torch::tensor(costs[k++]); });
+  // 4, then 0.5*4 + 0.5*2 = 3, then 5.5, then 3.25
+  EXPECT_EQ(trainer.callback<tp::MovingAverage<>>().average().item<double>(), 3.25);
+  const auto stats = tp::JSONWriter::read(fs::temp_directory_path() / ("tp_ma_" + std::to_string(::getpid())) / "stats.json");
+  fs::remove_all(fs::temp_directory_path() / ("tp_ma_" + std::to_string(::getpid())));
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].scalars.at("cost"), 3.25);
+  EXPECT_THROW(tp::MovingAverage("cost", 1.0), std::invalid_argument);
+}
+
+TEST(Warmup, KeepsItsTargetAcrossAResume) {
+  TempDir dir("warmup");
+  auto lr_after = [](auto& trainer) { return tp::learning_rate().get(trainer); };
+  auto reference = mlp_trainer(2, tp::Warmup(tp::learning_rate(), 10, 0.0));
+  reference.train();
+  {
+    auto first = mlp_trainer(1, tp::Warmup(tp::learning_rate(), 10, 0.0));
+    first.train();
+    EXPECT_NEAR(lr_after(first), 0.02 * 7 / 10, 1e-12);  // mid-warmup
+    tp::save_checkpoint(first, dir.path / "w.ckpt");
+  }
+  auto resumed = mlp_trainer(2, tp::Warmup(tp::learning_rate(), 10, 0.0));
+  tp::load_checkpoint(resumed, dir.path / "w.ckpt");
+  resumed.train();
+  EXPECT_EQ(lr_after(resumed), 0.02);  // reached the original target, not 0.014
+  expect_bitwise_equal(weights_of(resumed), weights_of(reference));
+}
+
+TEST(EarlyStopping, CarriesItsPatienceAcrossAResume) {
+  TempDir dir("early");
+  auto values = std::vector<double>{0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+  {
+    auto first = mlp_trainer(2, PutSequence{values}, tp::EarlyStopping("val/error", 3));
+    first.train();
+    tp::save_checkpoint(first, dir.path / "e.ckpt");
+  }
+  auto resumed = mlp_trainer(6, PutSequence{values}, tp::EarlyStopping("val/error", 3));
+  tp::load_checkpoint(resumed, dir.path / "e.ckpt");
+  resumed.train();
+  // Epoch 1 was the best; 2, 3 and 4 did not improve: it stops at 4, as without the resume.
+  EXPECT_EQ(resumed.callback<tp::EarlyStopping>().stopped_at_epoch(), 4);
+}
+
+// --- the log folder -------------------------------------------------------------------------
+
+TEST(LogDir, KeepsBacksUpMakesNewOrRemovesAnEarlierRun) {
+  TempDir dir("logdir");
+  const auto run = dir.path / "run";
+  std::ostringstream log;
+  EXPECT_EQ(tp::log_dir(run, tp::if_exists::keep, log), run);
+  std::ofstream(run / "stats.json") << "[]";
+  EXPECT_EQ(tp::log_dir(run, tp::if_exists::keep, log), run);
+  EXPECT_TRUE(fs::exists(run / "stats.json"));
+  EXPECT_EQ(tp::log_dir(run, tp::if_exists::ask, log), run);  // no terminal in a test: kept
+  EXPECT_NE(log.str().find("no terminal to ask on, so it is kept"), std::string::npos);
+
+  const auto fresh = tp::log_dir(run, tp::if_exists::new_dir, log);
+  EXPECT_NE(fresh, run);
+  EXPECT_TRUE(fs::is_directory(fresh) && fs::is_empty(fresh));
+  EXPECT_TRUE(fs::exists(run / "stats.json"));
+
+  EXPECT_EQ(tp::log_dir(run, tp::if_exists::backup, log), run);
+  EXPECT_TRUE(fs::is_empty(run));
+  int backups = 0;
+  for (const auto& e : fs::directory_iterator(dir.path))
+    if (e.path().filename().string().starts_with("run-backup-")) backups += fs::exists(e.path() / "stats.json");
+  EXPECT_EQ(backups, 1);
+
+  std::ofstream(run / "stats.json") << "[]";
+  EXPECT_EQ(tp::log_dir(run, tp::if_exists::remove, log), run);
+  EXPECT_TRUE(fs::is_empty(run));
+}
+
+TEST(LogDir, TheEnvironmentChoosesAndABadValueIsAnError) {
+  TempDir dir("logdir_env");
+  const auto run = dir.path / "run";
+  fs::create_directories(run);
+  std::ofstream(run / "stats.json") << "[]";
+  std::ostringstream log;
+  ::setenv("TP_LOGDIR_ACTION", "new_dir", 1);
+  EXPECT_NE(tp::log_dir(run, tp::if_exists::keep, log), run);
+  ::setenv("TP_LOGDIR_ACTION", "erase", 1);
+  try {
+    tp::log_dir(run, tp::if_exists::keep, log);
+    ADD_FAILURE() << "accepted TP_LOGDIR_ACTION=erase";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("TP_LOGDIR_ACTION is 'erase'; use keep, backup, remove or new_dir"), std::string::npos) << e.what();
+  }
+  ::unsetenv("TP_LOGDIR_ACTION");
+  EXPECT_TRUE(fs::exists(run / "stats.json"));
+}
+
+// --- kill and resume ------------------------------------------------------------------------
+
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // its stdout
+};
+
+Child spawn_worker(const fs::path& logdir, const fs::path& weights) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDERR_FILENO);  // the resume messages
+    ::execl(TP_RESUME_WORKER, TP_RESUME_WORKER, logdir.c_str(), weights.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+bool has_partial_write(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".ckpt.tmp.") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+// The test: a training process killed with SIGKILL at random moments (after a random
+// number of steps, or while it writes its n-th checkpoint) and started again until it finishes
+// ends with the very bits of a run that was never interrupted.
+TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
+  TempDir dir("kill");
+  const auto reference_dir = dir.path / "reference", killed_dir = dir.path / "killed";
+  fs::create_directories(killed_dir);
+  {
+    const auto child = spawn_worker(reference_dir, dir.path / "reference.bin");
+    char buffer[4096];
+    while (::read(child.out, buffer, sizeof buffer) > 0) {
+    }
+    ::close(child.out);
+    const int status = wait_for(child.pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the reference run failed";
+  }
+
+  const auto seed = std::random_device{}();
+  std::mt19937 random(seed);
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  int kills = 0, kills_in_write = 0, runs = 0;
+  for (bool finished = false; !finished; ++runs) {
+    ASSERT_LT(runs, 40) << "the run never finished";
+    const bool during_write = runs % 2 == 1 && runs < 20;
+    const int after_steps = std::uniform_int_distribution<int>(1, 20)(random);
+    const int at_write = std::uniform_int_distribution<int>(1, 3)(random);
+    const int watch = ::inotify_init1(IN_CLOEXEC);
+    ::inotify_add_watch(watch, killed_dir.c_str(), IN_CREATE);
+    const auto child = spawn_worker(killed_dir, dir.path / "killed.bin");
+    int steps = 0, writes = 0;
+    bool killed = false, open = true;
+    std::string pending;
+    while (open && !killed) {
+      pollfd fds[2] = {{child.out, POLLIN, 0}, {watch, POLLIN, 0}};
+      ::poll(fds, 2, -1);
+      if (fds[1].revents & POLLIN) {
+        alignas(inotify_event) char events[4096];
+        const auto n = ::read(watch, events, sizeof events);
+        for (char* p = events; p < events + n;) {
+          const auto* e = reinterpret_cast<const inotify_event*>(p);
+          if (e->len && std::string(e->name).find(".ckpt.tmp.") != std::string::npos && ++writes == at_write && during_write) {
+            ::kill(child.pid, SIGKILL);
+            killed = true;
+          }
+          p += sizeof(inotify_event) + e->len;
+        }
+      }
+      if (!killed && (fds[0].revents & (POLLIN | POLLHUP))) {
+        char buffer[256];
+        const auto n = ::read(child.out, buffer, sizeof buffer);
+        if (n <= 0) open = false;
+        for (ssize_t i = 0; i < n; ++i)
+          if (buffer[i] == '\n' && ++steps == after_steps && !during_write && runs < 20) {
+            ::kill(child.pid, SIGKILL);
+            killed = true;
+          }
+      }
+    }
+    ::close(child.out);
+    ::close(watch);
+    const int status = wait_for(child.pid);
+    if (killed && WIFSIGNALED(status)) {
+      ++kills;
+      kills_in_write += has_partial_write(killed_dir);
+    } else {
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "run " << runs << " failed";
+      finished = true;
+    }
+  }
+  std::cout << "[          ] " << kills << " kills, " << kills_in_write << " during a checkpoint write, " << runs << " runs\n";
+  EXPECT_GE(kills, 5);
+  EXPECT_GE(kills_in_write, 1);
+  const auto reference = read_all(dir.path / "reference.bin"), resumed = read_all(dir.path / "killed.bin");
+  ASSERT_GT(reference.size(), 1000000u);
+  EXPECT_TRUE(reference == resumed) << "the resumed run's weights differ from the uninterrupted run's";
+}
