@@ -7,8 +7,12 @@
 // (QueueInput); feed prepares them in the training thread (FeedInput). --towers N > 1 trains N
 // CPU towers (Replicated<InProcess>), each with its own batch of --batch: the global batch is N
 // times larger, and an epoch has N times fewer steps. Scalars go to the console, to
-// DIR/stats.json and to TensorBoard event files in DIR (default: train_log/fashion_mnist). With --min-accuracy it
-// exits non-zero if the final test accuracy is below A (the examples run as tests that way).
+// DIR/stats.json and to TensorBoard event files in DIR (default: train_log/fashion_mnist).
+// Checkpoints go to DIR every epoch (the newest 10 kept, and min-test_error.ckpt, the best), and
+// running the same command again resumes from the newest one: with more --epochs it goes on,
+// to the bit as if it had never stopped. TP_LOGDIR_ACTION=backup|remove|new_dir starts afresh.
+// With --min-accuracy it exits non-zero if the final test accuracy is below A (the examples run
+// as tests that way).
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -24,14 +28,6 @@ namespace {
 using fashion_mnist::Net;
 using fashion_mnist::normalize;
 
-// The last value of a scalar, for the exit status.
-struct LastValue {
-  std::string name;
-  double value = 0;
-  void on_scalar(auto&, std::string_view scalar, double v) {
-    if (scalar == name) value = v;
-  }
-};
 
 std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -60,12 +56,18 @@ double train(Input input, Distribution distribution, const tp::data::FashionMnis
   };
   tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution),
                       tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
-                      tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, 1e-3}, {3, 3e-4}}),
+                      tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, 1e-3}, {3, 3e-4}}), tp::MovingAverage("cost"),
                       tp::InferenceRunner(std::move(test_flow), outputs, tp::ScalarStats({"cost"}, "test_"),
                                           tp::ClassificationError("logits", "label", "test_error")),
-                      tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir), LastValue{"test_error"});
+                      tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir), tp::ModelSaver(logdir),
+                      tp::MinSaver(logdir, "test_error"));
   trainer.train();
-  return 1.0 - trainer.template callback<LastValue>().value;
+  // The run's last test error, from its stats.json: a resumed run that had nothing left to do
+  // still reports the accuracy it ended with.
+  const auto history = tp::JSONWriter::read(trainer.template callback<tp::JSONWriter>().path());
+  for (auto it = history.rbegin(); it != history.rend(); ++it)
+    if (const auto found = it->scalars.find("test_error"); found != it->scalars.end()) return 1.0 - found->second;
+  throw std::runtime_error("the run in " + logdir + " has no test error in its stats.json");
 }
 
 }  // namespace
@@ -87,7 +89,7 @@ int main(int argc, char** argv) try {
 
   auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
               tp::data::batch(batch_size);
-  const std::string logdir = option(argc, argv, "--logdir", "train_log/fashion_mnist");
+  const std::string logdir = tp::log_dir(option(argc, argv, "--logdir", "train_log/fashion_mnist"), tp::if_exists::keep).string();
   const std::string input = option(argc, argv, "--input", "queue");
   if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
   // The one-type change: SingleDevice or Replicated.

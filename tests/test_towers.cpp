@@ -301,3 +301,39 @@ TEST(Predictor, IsAnEvalModeNoGradCopyOfTheTrainedModel) {
   predict.sync(trainer.model());
   EXPECT_FALSE(torch::equal(y, predict(x)));
 }
+
+namespace {
+struct RecordNorms {
+  std::vector<double> seen;
+  void after_step(auto& t) { seen.push_back(t.replicas().gradient_processing().last_norm()); }
+};
+}  // namespace
+
+TEST(GradientNorm, PutsTheMeanAndMaxOfTheReducedGradientsNorm) {
+  // Two towers, batch 8 each, give the gradient of one tower with batch 16: its norm is the
+  // one recorded.
+  tp::Trainer two(feed(8), mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().record_norm()),
+                  tp::TrainOptions().steps_per_epoch(3), RecordNorms{}, tp::GradientNorm{}, tp::JSONWriter(::testing::TempDir() + "/tp_gradnorm"));
+  two.train();
+  tp::Trainer one(feed(16), mlp_desc(), tp::SingleDevice().gradients(tp::GradientProcessing().record_norm()), tp::TrainOptions().steps_per_epoch(3),
+                  RecordNorms{});
+  one.train();
+  const auto& a = two.callback<RecordNorms>().seen;
+  const auto& b = one.callback<RecordNorms>().seen;
+  ASSERT_EQ(a.size(), 3u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * b[i]) << i;
+  const auto stats = tp::JSONWriter::read(::testing::TempDir() + "/tp_gradnorm/stats.json");
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_NEAR(stats[0].scalars.at("gradient_norm/mean"), (a[0] + a[1] + a[2]) / 3, 1e-12);
+  EXPECT_EQ(stats[0].scalars.at("gradient_norm/max"), std::max({a[0], a[1], a[2]}));
+}
+
+TEST(GradientNorm, WithoutRecordingIsAClearError) {
+  tp::Trainer trainer(feed(8), mlp_desc(), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(1), tp::GradientNorm{});
+  try {
+    trainer.train();
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("GradientProcessing().record_norm()"), std::string::npos) << e.what();
+  }
+}

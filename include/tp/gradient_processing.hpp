@@ -6,7 +6,9 @@
 //
 //   tp::SingleDevice().gradients(tp::GradientProcessing().clip_global_norm(1.0)
 //                                                        .on_non_finite(tp::non_finite::skip))
+#include <atomic>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -30,6 +32,17 @@ struct non_finite_gradient : std::runtime_error {
 
 class GradientProcessing {
  public:
+  GradientProcessing() = default;
+  GradientProcessing(const GradientProcessing& other)
+      : max_norm_(other.max_norm_), policy_(other.policy_), record_norm_(other.record_norm_), last_norm_(other.last_norm_.load()) {}
+  GradientProcessing& operator=(const GradientProcessing& other) {
+    max_norm_ = other.max_norm_;
+    policy_ = other.policy_;
+    record_norm_ = other.record_norm_;
+    last_norm_ = other.last_norm_.load();
+    return *this;
+  }
+
   // Rescales the gradients so that their global L2 norm is at most max_norm (> 0).
   GradientProcessing& clip_global_norm(double max_norm) {
     if (!(max_norm > 0))
@@ -41,7 +54,17 @@ class GradientProcessing {
     policy_ = policy;
     return *this;
   }
-  bool active() const noexcept { return max_norm_.has_value() || policy_ != non_finite::ignore; }
+  // Keeps the global norm of each update's gradients (before clipping) for last_norm(), which
+  // tp::GradientNorm puts as scalars. It costs a device sync per step.
+  GradientProcessing& record_norm(bool on = true) {
+    record_norm_ = on;
+    return *this;
+  }
+  bool records_norm() const noexcept { return record_norm_; }
+  // The global norm of the last update's gradients (NaN before the first, or if not recorded).
+  double last_norm() const noexcept { return last_norm_.load(std::memory_order_relaxed); }
+
+  bool active() const noexcept { return max_norm_.has_value() || policy_ != non_finite::ignore || record_norm_; }
 
   // Processes the gradients in place (each a tensor, possibly a flat bucket of many, each
   // named for messages). Returns false if the update must be skipped.
@@ -52,6 +75,7 @@ class GradientProcessing {
     squares.reserve(gradients.size());
     for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
     const double norm = std::sqrt(torch::stack(squares).sum().item<double>());
+    if (record_norm_) last_norm_.store(norm, std::memory_order_relaxed);
     if (!std::isfinite(norm) && policy_ != non_finite::ignore) {
       if (policy_ == non_finite::skip) return false;
       if (policy_ == non_finite::stop) {
@@ -86,6 +110,9 @@ class GradientProcessing {
 
   std::optional<double> max_norm_;
   non_finite policy_ = non_finite::ignore;
+  bool record_norm_ = false;
+  // Atomic: Async's towers process their gradients on their own threads.
+  mutable std::atomic<double> last_norm_{std::numeric_limits<double>::quiet_NaN()};
 };
 
 }  // namespace tp

@@ -2,6 +2,7 @@
 // The umbrella header, for users. The library's own headers include only what they use.
 #include <tp/batch.hpp>
 #include <tp/callbacks/early_stopping.hpp>
+#include <tp/callbacks/gradient_norm.hpp>
 #include <tp/callbacks/inference_runner.hpp>
 #include <tp/callbacks/min_max_saver.hpp>
 #include <tp/callbacks/model_saver.hpp>

@@ -55,6 +55,7 @@ class Async {
     }
 
     model_type& main_model() { return shared_; }
+    const GradientProcessing& gradient_processing() const noexcept { return processing_; }
     auto& optimizer() { return *optimizer_; }
     template <class F>
     void for_each_optimizer(F&& f) {

@@ -76,6 +76,7 @@ class ParameterServer {
     }
 
     model_type& main_model() { return server_; }
+    const GradientProcessing& gradient_processing() const noexcept { return options_.processing_; }
     model_type& model(int tower) { return towers_.model(tower); }
     auto& optimizer() { return *optimizer_; }
     template <class F>

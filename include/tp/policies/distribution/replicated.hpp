@@ -83,6 +83,7 @@ class Replicated {
     }
 
     model_type& main_model() { return towers_.model(0); }
+    const GradientProcessing& gradient_processing() const noexcept { return options_.processing_; }
     model_type& model(int tower) { return towers_.model(tower); }
     auto& optimizer(int tower = 0) { return optimizers_[static_cast<std::size_t>(tower)]; }
     // Every tower's optimizer: a hyperparameter must reach all the replicas.

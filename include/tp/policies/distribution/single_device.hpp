@@ -59,6 +59,7 @@ class SingleDevice {
     }
 
     model_type& main_model() noexcept { return model_; }
+    const GradientProcessing& gradient_processing() const noexcept { return processing_; }
     torch::Device device() const noexcept { return device_; }
     // The optimizer the tower policy made (only for towers that make one).
     auto& optimizer()
