@@ -600,3 +600,23 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
   ASSERT_GT(reference.size(), 1000000u);
   EXPECT_TRUE(reference == resumed) << "the resumed run's weights differ from the uninterrupted run's";
 }
+
+TEST(TensorBoardWriter, AResumedRunTellsTensorBoardToDropTheEventsItRedoes) {
+  TempDir dir("tb_resume");
+  {
+    auto first = mlp_trainer(2);
+    first.train();
+    tp::save_checkpoint(first, dir.path / "c.ckpt");
+  }
+  auto resumed = mlp_trainer(3, tp::TensorBoardWriter(dir.path / "tb"));
+  tp::load_checkpoint(resumed, dir.path / "c.ckpt");
+  resumed.train();
+  const auto bytes = read_all(resumed.callback<tp::TensorBoardWriter>().path());
+  // The second record: Event { wall_time; step: 14; session_log { status: START } }, after the
+  // version record (12 bytes of framing + its data + 4).
+  std::uint64_t first_length;
+  std::memcpy(&first_length, bytes.data(), 8);
+  const auto second = bytes.substr(12 + first_length + 4 + 12);
+  EXPECT_EQ(second.substr(9, 2), std::string("\x10\x0e", 2));          // field 2 (step) = 14
+  EXPECT_EQ(second.substr(11, 4), std::string("\x3a\x02\x08\x01", 4));  // field 7 { field 1 = START }
+}

@@ -5,7 +5,9 @@
 // The file is a TFRecord stream: each record is its length (uint64, little-endian), the masked
 // CRC-32C of the length, the data, and the masked CRC-32C of the data. Each record's data is a
 // serialized tensorflow.Event: the first holds file_version "brain.Event:2", the others a
-// Summary with one simple_value per scalar, tagged with the global step. The few protobuf fields
+// Summary with one simple_value per scalar, tagged with the global step. A resumed run starts
+// its file with a SessionLog START at its first step, so TensorBoard drops the interrupted run's
+// events from there on. The few protobuf fields
 // needed are written here directly rather than through a protobuf dependency.
 #include <chrono>
 #include <cstdint>
@@ -66,6 +68,22 @@ inline std::string event(double wall_time, std::int64_t step, std::string_view f
   return out;
 }
 
+// An Event with session_log { status: START } (Event field 7, SessionLog field 1): written when
+// a run resumes at `step`, it tells TensorBoard to drop what an earlier run logged at that step
+// or later (it will be logged again), so the curves do not fold back on themselves.
+inline std::string session_start_event(double wall_time, std::int64_t step) {
+  std::string out;
+  put_tag(out, 1, 1);
+  put_fixed(out, wall_time);
+  put_tag(out, 2, 0);
+  put_varint(out, static_cast<std::uint64_t>(step));
+  std::string session_log;
+  put_tag(session_log, 1, 0);
+  put_varint(session_log, 1);  // SessionLog.START
+  put_bytes(out, 7, session_log);
+  return out;
+}
+
 inline std::string tfrecord(std::string_view data) {
   std::string out;
   const std::uint64_t length = data.size();
@@ -89,7 +107,7 @@ class TensorBoardWriter {
   ~TensorBoardWriter() { close(); }
 
   template <class Trainer>
-  void before_train(Trainer&) {
+  void before_train(Trainer& trainer) {
     if (file_) return;
     std::filesystem::create_directories(folder_);
     char host[256] = "localhost";
@@ -99,6 +117,7 @@ class TensorBoardWriter {
     file_ = std::fopen(path_.c_str(), "ab");
     if (!file_) throw std::runtime_error("tp::TensorBoardWriter: cannot open " + path_.string() + " for writing");
     write(detail::event(now(), 0, "brain.Event:2", {}, 0));
+    if (trainer.global_step() > 0) write(detail::session_start_event(now(), trainer.global_step()));  // a resumed run
   }
   template <class Trainer>
   void on_scalar(Trainer& trainer, std::string_view name, double value) {
