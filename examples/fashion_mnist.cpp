@@ -2,6 +2,7 @@
 //
 //   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--input queue|feed]
 //                 [--towers N] [--logdir DIR] [--min-accuracy A]
+//   tp-run -n 2 fashion_mnist ...        one process per rank, Gloo all-reduce (MultiProcess)
 //
 // --input queue (the default) prepares batches in a background thread while the step runs
 // (QueueInput); feed prepares them in the training thread (FeedInput). --towers N > 1 trains N
@@ -15,6 +16,7 @@
 // as tests that way).
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -42,14 +44,14 @@ std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t f
 // Trains with any input and distribution policy; returns the final test accuracy.
 template <class Input, class Distribution>
 double train(Input input, Distribution distribution, const tp::data::FashionMnist& test, int epochs, std::int64_t steps,
-             const std::string& logdir) {
+             const std::string& logdir, const tp::process_environment& env) {
   auto desc = tp::model_desc([] { return Net(); })
                   .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
                   })
                   .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
   // Validation: the test set's cost and error, in inference mode, after every epoch.
-  auto test_flow = tp::data::examples(normalize(test.images), test.labels) | tp::data::batch(1000);
+  auto test_flow = tp::data::examples(normalize(test.images), test.labels) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(1000);
   auto outputs = [](Net& net, const torch::data::Example<>& b) {
     auto logits = net->forward(b.data);
     return tp::outputs{{"cost", torch::nn::functional::cross_entropy(logits, b.target)}, {"logits", logits}, {"label", b.target}};
@@ -62,6 +64,7 @@ double train(Input input, Distribution distribution, const tp::data::FashionMnis
                       tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir), tp::ModelSaver(logdir),
                       tp::MinSaver(logdir, "test_error"));
   trainer.train();
+  if (!trainer.is_chief()) return std::numeric_limits<double>::quiet_NaN();  // rank 0 reports
   // The run's last test error, from its stats.json: a resumed run that had nothing left to do
   // still reports the accuracy it ended with.
   const auto history = tp::JSONWriter::read(trainer.template callback<tp::JSONWriter>().path());
@@ -82,24 +85,31 @@ int main(int argc, char** argv) try {
   auto test_set = tp::data::fashion_mnist(tp::data::split::test);
   const std::int64_t towers = flag(argc, argv, "--towers", 1);
   if (towers < 1) throw std::invalid_argument("--towers must be >= 1, got " + std::to_string(towers));
-  const std::int64_t steps = flag(argc, argv, "--steps-per-epoch", train_set.images.size(0) / (batch_size * towers));
-  std::cout << "Fashion-MNIST: " << train_set.images.size(0) << " training and " << test_set.images.size(0)
-            << " test images; " << epochs << " epochs of " << steps << " steps, " << towers << " tower(s) of batch "
-            << batch_size << "\n";
+  // Under tp-run (or torchrun, mpirun, srun) each process trains on its share of the data.
+  const auto env = tp::read_process_environment();
+  if (env.world_size > 1 && towers > 1) throw std::invalid_argument("--towers > 1 is for one process; under tp-run give each process one tower");
+  const std::int64_t steps =
+      flag(argc, argv, "--steps-per-epoch", train_set.images.size(0) / (batch_size * towers * env.world_size));
+  if (env.is_chief())
+    std::cout << "Fashion-MNIST: " << train_set.images.size(0) << " training and " << test_set.images.size(0) << " test images; " << epochs
+              << " epochs of " << steps << " steps, " << towers * env.world_size << " tower(s) of batch " << batch_size
+              << (env.world_size > 1 ? " in " + std::to_string(env.world_size) + " processes" : std::string()) << "\n";
 
   auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
-              tp::data::batch(batch_size);
+              tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch_size);
   const std::string logdir = tp::log_dir(option(argc, argv, "--logdir", "train_log/fashion_mnist"), tp::if_exists::keep).string();
   const std::string input = option(argc, argv, "--input", "queue");
   if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
-  // The one-type change: SingleDevice or Replicated.
+  // The one-type change: SingleDevice, Replicated or MultiProcess.
   auto run = [&](auto distribution) {
-    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir)
-                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir);
+    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir, env)
+                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir, env);
   };
-  const double accuracy = towers == 1 ? run(tp::SingleDevice::best_available()) : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
-  std::cout << "final test accuracy: " << accuracy << "\n";
-  if (accuracy < min_accuracy) {
+  const double accuracy = env.world_size > 1 ? run(tp::MultiProcess<tp::backend::Gloo>(env))
+                          : towers == 1      ? run(tp::SingleDevice::best_available())
+                                             : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
+  if (env.is_chief()) std::cout << "final test accuracy: " << accuracy << "\n";
+  if (env.is_chief() && accuracy < min_accuracy) {
     std::cerr << "test accuracy " << accuracy << " is below the required " << min_accuracy << "\n";
     return 1;
   }

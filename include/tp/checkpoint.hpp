@@ -24,7 +24,6 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -141,11 +140,12 @@ inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoi
   std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
   std::error_code ec;
   if (!std::filesystem::is_directory(folder, ec)) return found;
-  static const std::regex name(R"(model-(\d+)\.ckpt)");
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {
-    std::smatch m;
-    const auto file = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(file, m, name)) found.emplace_back(std::stoll(m[1].str()), entry.path());
+    const auto file = entry.path().filename().string();  // model-<digits>.ckpt
+    if (!entry.is_regular_file() || file.size() <= 11 || !file.starts_with("model-") || !file.ends_with(".ckpt")) continue;
+    const auto digits = file.substr(6, file.size() - 11);
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    found.emplace_back(std::stoll(digits), entry.path());
   }
   std::sort(found.begin(), found.end());
   return found;

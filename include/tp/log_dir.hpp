@@ -23,6 +23,8 @@
 
 #include <unistd.h>
 
+#include <tp/distributed/environment.hpp>
+
 namespace tp {
 
 enum class if_exists { keep, backup, remove, new_dir, ask };
@@ -60,6 +62,18 @@ inline std::filesystem::path log_dir(std::filesystem::path folder, if_exists act
     action = detail::parse_if_exists(env, "the environment variable TP_LOGDIR_ACTION");
   if (std::filesystem::exists(folder) && !std::filesystem::is_directory(folder))
     throw std::invalid_argument("tp::log_dir: " + folder.string() + " exists and is not a folder");
+  if (const auto pe = read_process_environment(); pe.world_size > 1) {
+    // One decision for the whole run: rank 0 acts, the others use the folder as rank 0 leaves it
+    // (they read it only after rank 0 has chosen a checkpoint; see ModelSaver).
+    if (action == if_exists::new_dir)
+      throw std::invalid_argument("tp::log_dir: new_dir cannot be used with several processes (each would pick its own folder); use "
+                                  "backup or remove, or give each run its own folder");
+    if (pe.rank != 0) {
+      std::filesystem::create_directories(folder);
+      return folder;
+    }
+    if (action == if_exists::ask) action = if_exists::keep;  // rank 0's terminal is the launcher's
+  }
   const bool has_run = std::filesystem::is_directory(folder) && !std::filesystem::is_empty(folder);
   if (has_run && action == if_exists::ask) {
     if (::isatty(STDIN_FILENO)) {

@@ -26,12 +26,15 @@
 #include <tp/monitors/console.hpp>
 #include <tp/monitors/json.hpp>
 #include <tp/monitors/tensorboard.hpp>
+#include <tp/distributed/environment.hpp>
 #include <tp/policies/distribution/async.hpp>
+#include <tp/policies/distribution/multi_process.hpp>
 #include <tp/policies/distribution/parameter_server.hpp>
 #include <tp/policies/distribution/replicated.hpp>
 #include <tp/policies/distribution/single_device.hpp>
 #include <tp/predictor.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/comm/nccl.hpp>
 #include <tp/policies/input/dummy_input.hpp>

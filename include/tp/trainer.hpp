@@ -137,6 +137,7 @@ class Trainer {
           ++steps_done_;
           run_hook<detail::after_step_tag, receivers::all_but_writers>();
           run_hook<detail::after_step_tag, receivers::writers>();
+          agree_on_stop();
           if (stop_requested_) break;
         }
         if constexpr (requires { replicas_.end_epoch(epoch); }) replicas_.end_epoch(epoch);
@@ -144,6 +145,7 @@ class Trainer {
         run_hook<detail::after_epoch_tag, receivers::plain>();
         run_hook<detail::after_epoch_tag, receivers::monitors>();
         run_hook<detail::after_epoch_tag, receivers::writers>();
+        agree_on_stop();
         if (stop_requested_) break;
       }
     } catch (const stop_training&) {
@@ -170,6 +172,25 @@ class Trainer {
   bool is_chief() const {
     if constexpr (requires { replicas_.is_chief(); }) return replicas_.is_chief();
     else return true;
+  }
+
+  // --- many processes ----------------------------------------------------------------------
+  // How many processes train together (1 unless the distribution policy spans several).
+  int process_count() const {
+    if constexpr (requires { replicas_.world_size(); }) return replicas_.world_size();
+    else return 1;
+  }
+  // Sums values across the processes, in place (nothing to do with one). Every process must
+  // call it at the same point: callbacks that are not chief-only may.
+  void sum_across_processes(std::vector<double>& values) {
+    if constexpr (requires { replicas_.sum_across_processes(values); }) replicas_.sum_across_processes(values);
+  }
+  // The mean of a value across the processes (a loss, an accuracy).
+  double mean_across_processes(double value) {
+    if (process_count() == 1) return value;
+    std::vector<double> one{value};
+    sum_across_processes(one);
+    return one[0] / process_count();
   }
 
   // Ends training after the current step and its epoch's after_epoch hooks.
@@ -346,6 +367,11 @@ class Trainer {
   bool runs_here(const C&) const {
     if constexpr (chief_only_callback<C>) return is_chief();
     else return true;
+  }
+
+  // A stop requested on any process ends every process at the same step.
+  void agree_on_stop() {
+    if constexpr (requires { replicas_.agree_to_stop(true); }) stop_requested_ = replicas_.agree_to_stop(stop_requested_);
   }
 
   void run_setup() {

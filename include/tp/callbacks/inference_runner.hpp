@@ -12,7 +12,9 @@
 //   tp::InferenceRunner(test_flow, outputs, tp::ScalarStats({"cost"}, "val/"),
 //                       tp::ClassificationError("logits", "label", "val/error"))
 //
-// Several datasets: one InferenceRunner each, with its own prefix.
+// Several datasets: one InferenceRunner each, with its own prefix. In a multi-process run each
+// process evaluates its dataflow (shard it to split the work) and the results put are the
+// means over every process's examples.
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -114,17 +116,29 @@ class InferenceRunner {
     } restore{model};
     (*model).eval();
     std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers_);
-    std::int64_t batches = 0;
+    std::int64_t batches = 0, examples = 0;
     const auto device = (*model).parameters().empty() ? torch::Device(torch::kCPU) : (*model).parameters().front().device();
     for (auto&& batch : dataflow_) {
       const auto on_device = to_device(batch, device);
       const outputs out = infer_(model, on_device);
       const auto size = out.empty() ? 1 : out.begin()->second.dim() > 0 ? out.begin()->second.size(0) : 1;
-      std::apply([&](auto&... inf) { (inf.add(out, batch_size(on_device, size)), ...); }, inferencers_);
+      const auto n = batch_size(on_device, size);
+      std::apply([&](auto&... inf) { (inf.add(out, n), ...); }, inferencers_);
+      examples += n;
       ++batches;
     }
     if (batches == 0) throw std::runtime_error("tp::InferenceRunner: the validation dataflow gave no batch");
-    std::apply([&](auto&... inf) { (put(trainer, inf.result()), ...); }, inferencers_);
+    std::map<std::string, double> results;
+    std::apply([&](auto&... inf) { (results.merge(inf.result()), ...); }, inferencers_);
+    if (trainer.process_count() > 1) {
+      // Each process evaluated its own share: weigh each one's results by its examples.
+      std::vector<double> sums{static_cast<double>(examples)};
+      for (const auto& [name, value] : results) sums.push_back(value * static_cast<double>(examples));
+      trainer.sum_across_processes(sums);
+      std::size_t i = 1;
+      for (auto& [name, value] : results) value = sums[0] > 0 ? sums[i++] / sums[0] : 0.0;
+    }
+    put(trainer, results);
   }
 
  private:

@@ -14,7 +14,8 @@
 //   read as a checkpoint.
 // - Resuming skips (and keeps, renamed .corrupt) a checkpoint that is not whole.
 // - It runs after every other callback of the step or epoch (a checkpoint writer), so that the
-//   state it saves is the state at the end of it. Only the chief writes; every process resumes.
+//   state it saves is the state at the end of it. Only the chief writes; every process resumes,
+//   from the checkpoint the chief chose.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -85,7 +86,20 @@ class ModelSaver {
     if (trainer.is_chief()) remove_partial_writes();
     resumed_from_.reset();
     if (!resume_) return;
-    resumed_from_ = resume_from_latest(trainer, folder_, *log_);
+    if (trainer.process_count() > 1) {
+      // Rank 0 chooses (and sets aside corrupt files); the others load the same checkpoint,
+      // once rank 0 has said which: its global step + 1, or 0 for none.
+      if (trainer.is_chief()) resumed_from_ = resume_from_latest(trainer, folder_, *log_);
+      std::vector<double> chosen{resumed_from_ ? static_cast<double>(resumed_from_->global_step + 1) : 0.0};
+      trainer.sum_across_processes(chosen);
+      if (!trainer.is_chief() && chosen[0] > 0) {
+        const auto path = folder_ / checkpoint_file_name(static_cast<std::int64_t>(chosen[0]) - 1);
+        load_checkpoint(trainer, path);
+        resumed_from_ = read_checkpoint_info(path);
+      }
+    } else {
+      resumed_from_ = resume_from_latest(trainer, folder_, *log_);
+    }
     if (resumed_from_)
       *log_ << "tp::ModelSaver: resumed from " << resumed_from_->path.string() << " (global step " << resumed_from_->global_step
             << "); training goes on at epoch " << trainer.starting_epoch() << "\n";

@@ -49,7 +49,9 @@ class MovingAverage {
   }
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
-    if (average_.defined()) trainer.put_scalar(name_, average_);
+    if (!average_.defined()) return;
+    if (trainer.process_count() == 1) trainer.put_scalar(name_, average_);  // no device sync without a monitor
+    else trainer.put_scalar(name_, trainer.mean_across_processes(average_.template item<double>()));
   }
 
   template <class Trainer>

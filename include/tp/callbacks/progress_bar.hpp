@@ -20,6 +20,7 @@ namespace tp {
 
 class ProgressBar {
  public:
+  static constexpr bool chief_only = true;  // one bar, not one per process
   using clock = std::chrono::steady_clock;
 
   // Draws on std::cout, redrawing in place only when standard output is a terminal.

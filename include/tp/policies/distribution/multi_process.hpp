@@ -1,0 +1,303 @@
+#pragma once
+// MultiProcess<Backend>: one process per device, Horovod style (DESIGN.md). Every process runs
+// the same program and trains its own replica on its own batches (shard the dataflow with
+// tp::data::shard); their gradients are averaged by all-reduce, so every replica makes the same
+// update. Backend: tp::backend::Gloo (CPU, c10d ProcessGroupGloo) or, with CUDA, NCCL.
+//
+//   tp::Trainer trainer(tp::FeedInput(flow | tp::data::shard(env.rank, env.world_size) | tp::data::batch(64)),
+//                       desc, tp::MultiProcess<tp::backend::Gloo>(), options, callbacks...);
+//
+// - Rendezvous: the environment of tp-run, torchrun, mpirun or SLURM (tp/distributed/environment.hpp),
+//   through c10d's TCP store on MASTER_ADDR:MASTER_PORT, which rank 0 hosts.
+// - At the start of train() (so after a resume too) rank 0's weights, buffers and optimizer
+//   state are broadcast to every rank.
+// - Gradients are fused into buckets (25 MB by default) and all-reduced while backward runs,
+//   in the same order on every rank; gradient processing then runs on the averages, so a NaN
+//   policy decides the same everywhere.
+// - A stop requested on any rank (request_stop, EarlyStopping) is agreed by all before the
+//   next step; only rank 0 runs chief-only callbacks (the file writers).
+// - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
+//   default) throws on the other ranks with a message that names the ranks that did not answer.
+#include <algorithm>
+#include <cstring>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/types.h>
+
+#include <tp/batch.hpp>
+#include <tp/concepts/tower.hpp>
+#include <tp/detail/archive.hpp>
+#include <tp/detail/overlapping_reducer.hpp>
+#include <tp/detail/run_tower.hpp>
+#include <tp/distributed/environment.hpp>
+#include <tp/gradient_processing.hpp>
+#include <tp/tower_context.hpp>
+
+namespace tp {
+
+template <class Backend>
+class MultiProcess {
+ public:
+  // The process's place from the environment (or given, e.g. by a test).
+  explicit MultiProcess(process_environment environment = read_process_environment()) : environment_(std::move(environment)) {}
+
+  // How long a collective or the rendezvous may wait for the other ranks (default 5 minutes).
+  MultiProcess& timeout(std::chrono::milliseconds t) {
+    if (t.count() <= 0) throw std::invalid_argument("tp::MultiProcess: the timeout must be > 0");
+    timeout_ = t;
+    return *this;
+  }
+  // Largest bucket of fused gradients (default 25 MB).
+  MultiProcess& bucket_bytes(std::size_t bytes) {
+    if (bytes == 0) throw std::invalid_argument("tp::MultiProcess: bucket_bytes must be > 0");
+    bucket_bytes_ = bytes;
+    return *this;
+  }
+  // All-reduce buckets while backward runs (default) or only after it (for comparison).
+  MultiProcess& overlap(bool on) {
+    overlap_ = on;
+    return *this;
+  }
+  MultiProcess& gradients(GradientProcessing processing) {
+    processing_ = std::move(processing);
+    return *this;
+  }
+  const process_environment& environment() const noexcept { return environment_; }
+
+  template <class Tower>
+  class Replica {
+   public:
+    using model_type = model_t<Tower>;
+
+    Replica(Tower& tower, const MultiProcess& options)
+        : env_(options.environment_),
+          timeout_(options.timeout_),
+          device_(Backend::device(env_)),
+          processing_(options.processing_),
+          model_((connect(), tower.make_model())) {
+      (*model_).to(device_);
+      (*model_).train();
+      optimizer_.emplace(tower.make_optimizer(model_));
+      if (processing_.active()) names_ = detail::parameter_names(model_);
+      reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, options.bucket_bytes_, options.overlap_);
+      reducer_->hook();
+    }
+    Replica(Replica&&) noexcept = default;
+    ~Replica() {
+      // After a failed collective a dead peer's sockets may never close cleanly: let the
+      // process's exit reclaim them rather than wait in the group's destructor.
+      if (broken_) {
+        (void)group_.release();
+        (void)store_.release();
+      }
+    }
+
+    model_type& main_model() noexcept { return model_; }
+    auto& optimizer() { return *optimizer_; }
+    template <class F>
+    void for_each_optimizer(F&& f) {
+      f(*optimizer_);
+    }
+    const GradientProcessing& gradient_processing() const noexcept { return processing_; }
+    bool is_chief() const noexcept { return env_.rank == 0; }
+    int rank() const noexcept { return env_.rank; }
+    int world_size() const noexcept { return env_.world_size; }
+    torch::Device device() const noexcept { return device_; }
+    std::size_t buckets() const noexcept { return reducer_->buckets(); }
+
+    // Every rank starts from rank 0's weights, buffers and optimizer state.
+    void start() {
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> tensors;
+      for (auto& [name, t] : detail::module_tensors(*model_)) tensors.push_back(t);
+      for (auto& t : tensors) broadcast(t, "the broadcast of rank 0's weights");
+      std::string bytes;
+      if (env_.rank == 0) {
+        torch::serialize::OutputArchive archive;
+        optimizer_->save(archive);
+        std::ostringstream out;
+        archive.save_to(out);
+        bytes = out.str();
+      }
+      auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())});
+      broadcast(size, "the broadcast of rank 0's optimizer state");
+      auto data = torch::empty({size.item<std::int64_t>()}, torch::kUInt8);
+      if (env_.rank == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+      broadcast(data, "the broadcast of rank 0's optimizer state");
+      if (env_.rank != 0) {
+        torch::serialize::InputArchive archive;
+        archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(data.numel()));
+        optimizer_->load(archive);
+      }
+    }
+
+    template <class Input>
+      requires trainable_tower<Tower, std::remove_cvref_t<decltype(std::declval<Input&>().next_batch())>>
+    torch::Tensor run_step(Tower& tower, Input& input) {
+      const auto batch = to_device(input.next_batch(), device_);
+      const TowerContext ctx{.is_training = true, .index = env_.rank, .device = device_, .is_main = env_.rank == 0};
+      torch::Tensor cost = detail::run_tower(tower, ctx, model_, batch);
+      optimizer_->zero_grad();
+      reducer_->begin();
+      try {
+        cost.backward();  // the buckets' all-reduces start from the gradient hooks
+        reducer_->finish();
+      } catch (const detail::collective_error& e) {
+        fail(e.operation, e);
+      } catch (const c10::Error& e) {  // a hook's failure, through the autograd engine
+        fail("the gradient all-reduce during backward", e);
+      }
+      ++steps_;
+      if (processing_.active() && !process_gradients()) return cost;
+      optimizer_->step();
+      return cost;
+    }
+
+    // Averages the gradients now in .grad across the ranks (what a step does after backward).
+    void reduce_gradients() {
+      try {
+        reducer_->reduce_now();
+      } catch (const detail::collective_error& e) {
+        fail(e.operation, e);
+      }
+    }
+
+    // Whether any rank asked to stop: every rank gets the same answer.
+    bool agree_to_stop(bool mine) {
+      auto flag = torch::tensor({mine ? 1.0f : 0.0f});
+      std::vector<torch::Tensor> one{flag};
+      run(group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX}), "agreeing on a stop request");
+      return flag.item<float>() > 0;
+    }
+    // Sums values across the ranks, in place.
+    void sum_across_processes(std::vector<double>& values) {
+      if (values.empty()) return;
+      auto t = torch::tensor(values, torch::kDouble);
+      std::vector<torch::Tensor> one{t};
+      run(group_->allreduce(one), "summing scalars across ranks");
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = t[static_cast<std::int64_t>(i)].item<double>();
+    }
+
+   private:
+    void connect() {
+      c10d::TCPStoreOptions options;
+      options.port = env_.master_port;
+      options.isServer = env_.rank == 0;
+      options.numWorkers = static_cast<std::size_t>(env_.world_size);
+      options.waitWorkers = true;
+      options.timeout = timeout_;
+      try {
+        store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, options);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(who() + "cannot " +
+                                 (env_.rank == 0 ? "host the rendezvous store on port " + std::to_string(env_.master_port) + " (is it in use? set another MASTER_PORT)"
+                                                 : "reach rank 0's rendezvous store at " + address()) +
+                                 " within " + seconds(timeout_) + ": " + first_line(e.what()));
+      }
+      try {
+        group_ = Backend::connect(store_, env_, timeout_);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(who() + "cannot connect the " + std::string(Backend::name) + " process group: " + first_line(e.what()));
+      }
+    }
+
+    void broadcast(torch::Tensor& t, const std::string& what) {
+      std::vector<torch::Tensor> one{t};
+      run(group_->broadcast(one), what);
+    }
+    void run(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) {
+      try {
+        work->wait();
+      } catch (const std::exception& e) {
+        fail(what, e);
+      }
+    }
+
+    bool process_gradients() {
+      std::vector<torch::Tensor> gradients;
+      for (auto& p : (*model_).parameters()) gradients.push_back(p.grad());
+      return processing_.apply(gradients, names_);
+    }
+
+    // A collective failed: find which ranks are gone, and say so.
+    [[noreturn]] void fail(const std::string& what, const std::exception& e) {
+      broken_ = true;
+      throw std::runtime_error(who() + what + " at step " + std::to_string(steps_) + " failed: " + first_line(e.what()) + "; " +
+                               missing_ranks());
+    }
+
+    // Every rank that sees the failure reports to the store; those that do not report within a
+    // few seconds are named.
+    std::string missing_ranks() {
+      const auto window = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(10));
+      const std::string prefix = "tp/failure/" + std::to_string(steps_) + "/";
+      std::vector<int> missing;
+      try {
+        store_->set(prefix + std::to_string(env_.rank), std::vector<std::uint8_t>{1});
+        const auto deadline = std::chrono::steady_clock::now() + window;
+        for (int r = 0; r < env_.world_size; ++r) {
+          if (r == env_.rank) continue;
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+          try {
+            store_->wait({prefix + std::to_string(r)}, std::max(left, std::chrono::milliseconds(1)));
+          } catch (const std::exception&) {
+            missing.push_back(r);
+          }
+        }
+      } catch (const std::exception&) {
+        return "rank 0, which hosts the rendezvous store at " + address() + ", cannot be reached: it has died or stalls";
+      }
+      if (missing.empty()) return "every rank saw it fail too";
+      std::string list;
+      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      return std::string(missing.size() == 1 ? "rank " : "ranks ") + list + " did not answer within " + seconds(window) +
+             ": it has died or stalls (see its own output)";
+    }
+
+    std::string who() const { return "tp::MultiProcess (rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + "): "; }
+    std::string address() const { return env_.master_addr + ":" + std::to_string(env_.master_port); }
+    static std::string seconds(std::chrono::milliseconds t) {
+      std::ostringstream s;
+      s << static_cast<double>(t.count()) / 1000.0 << " s";
+      return s.str();
+    }
+    static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+    process_environment env_;
+    std::chrono::milliseconds timeout_;
+    torch::Device device_;
+    GradientProcessing processing_;
+    c10::intrusive_ptr<c10d::Store> store_;
+    c10::intrusive_ptr<c10d::ProcessGroup> group_;
+    model_type model_;
+    std::optional<optimizer_t<Tower>> optimizer_;
+    std::vector<std::string> names_;
+    std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
+    std::int64_t steps_ = 0;
+    bool broken_ = false;
+  };
+
+  template <class Tower>
+  Replica<Tower> build(Tower& tower) {
+    return Replica<Tower>(tower, *this);
+  }
+
+ private:
+  process_environment environment_;
+  std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
+  std::size_t bucket_bytes_ = 25u << 20;
+  bool overlap_ = true;
+  GradientProcessing processing_;
+};
+
+}  // namespace tp

@@ -1,0 +1,104 @@
+// One rank of the multi-process tests (or, with --single W, the one-process reference with W
+// times the batch). A small MLP regression, shuffled and sharded by rank, SGD with momentum.
+//
+//   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
+//             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
+//
+// Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
+// each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
+// --stall-rank/--stall-at: that rank stops itself (SIGSTOP) there.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <tp/policies/comm/gloo.hpp>
+#include <tp/policies/distribution/multi_process.hpp>
+#include <tp/tp.hpp>
+#include <torch/torch.h>
+
+namespace {
+
+std::map<std::string, std::string> parse(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i + 1 < argc; i += 2) flags[argv[i]] = argv[i + 1];
+  return flags;
+}
+
+struct Step {
+  int rank;
+  std::int64_t die_at, stall_at;
+  bool die, stall;
+  void after_step(auto& trainer) {
+    std::printf("step %lld\n", static_cast<long long>(trainer.global_step()));
+    std::fflush(stdout);
+    if (die && trainer.global_step() == die_at) std::raise(SIGKILL);
+    if (stall && trainer.global_step() == stall_at) std::raise(SIGSTOP);
+  }
+};
+
+auto desc() {
+  return tp::model_desc([] {
+           torch::manual_seed(5);
+           return torch::nn::Sequential(torch::nn::Linear(6, 32), torch::nn::Tanh(), torch::nn::Linear(32, 1));
+         })
+      .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
+        return torch::mse_loss(m->forward(b.data), b.target);
+      })
+      .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9)); });
+}
+
+void write_weights(const std::string& path, torch::nn::Sequential& model) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& p : model->parameters()) {
+    const auto c = p.detach().contiguous();
+    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  auto flags = parse(argc, argv);
+  auto get = [&](const std::string& name, const std::string& fallback) { return flags.count(name) ? flags[name] : fallback; };
+  const auto steps = std::stoll(get("--steps", "20"));
+  const auto batch = std::stoll(get("--batch", "8"));
+  const std::string out = get("--out", "weights.bin");
+  torch::set_num_threads(1);
+  torch::manual_seed(1);
+  const auto x = torch::randn({256, 6});
+  const auto y = x.sum(1, true).sin();
+  const auto options = tp::TrainOptions().steps_per_epoch(5).max_epoch(static_cast<int>((steps + 4) / 5));
+
+  if (flags.count("--single")) {
+    const int world = std::stoi(flags["--single"]);
+    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world)), desc(),
+                        tp::SingleDevice(), options);
+    trainer.train();
+    write_weights(out, trainer.model());
+    return 0;
+  }
+
+  const auto env = tp::read_process_environment();
+  auto distribution = tp::MultiProcess<tp::backend::Gloo>(env)
+                          .timeout(std::chrono::milliseconds(std::stoll(get("--timeout-ms", "60000"))))
+                          .overlap(get("--overlap", "1") == "1")
+                          .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")));  // small: several buckets
+  Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
+            get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank)};
+  auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
+  const std::string logdir = get("--logdir", "");
+  auto train = [&](auto... saver) {
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(), std::move(distribution), options, step, std::move(saver)...);
+    trainer.train();
+    write_weights(out + "." + std::to_string(env.rank), trainer.model());
+  };
+  if (logdir.empty()) train();
+  else train(tp::ModelSaver(logdir).every_n_steps(std::stoll(get("--save-every", "4"))).keep_last(3));
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "mp_worker: " << e.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,289 @@
+// Multi-process training with Gloo: ranks are real processes (mp_worker) started here with the
+// environment a launcher sets, or by tp-run. This file does not include LibTorch: it compares
+// the weight files the ranks write.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / ("tp_mp_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// A started process: its pid and its output (stdout and stderr merged) as a pipe.
+struct Process {
+  pid_t pid = -1;
+  int out = -1;
+  std::string output;
+  int status = 0;
+
+  // Reads until the process closes its output (or `until` appears), then reaps it if closed.
+  bool read_until(const std::string& until = "") {
+    char buffer[4096];
+    for (;;) {
+      if (!until.empty() && output.find(until) != std::string::npos) return true;
+      const auto n = ::read(out, buffer, sizeof buffer);
+      if (n <= 0) break;
+      output.append(buffer, static_cast<std::size_t>(n));
+    }
+    ::close(out);
+    out = -1;
+    ::waitpid(pid, &status, 0);
+    return until.empty();
+  }
+  void finish() {
+    if (out >= 0) read_until();
+  }
+  bool succeeded() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+Process start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) ::unsetenv(name);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return {pid, fds[0], {}, 0};
+}
+
+std::vector<std::string> worker(const std::vector<std::string>& flags) {
+  std::vector<std::string> args{TP_MP_WORKER};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return args;
+}
+
+// Starts `world` ranks of mp_worker with torchrun's environment.
+std::vector<Process> start_ranks(int world, const std::vector<std::string>& flags, int port) {
+  std::vector<Process> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(start(worker(flags), {{"RANK", std::to_string(r)},
+                                          {"WORLD_SIZE", std::to_string(world)},
+                                          {"LOCAL_RANK", std::to_string(r)},
+                                          {"MASTER_ADDR", "127.0.0.1"},
+                                          {"MASTER_PORT", std::to_string(port)}}));
+  return ranks;
+}
+
+std::vector<float> floats(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> v((std::istreambuf_iterator<char>(in)), {});
+  std::vector<float> out(v.size() / sizeof(float));
+  std::ifstream again(path, std::ios::binary);
+  again.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
+  return out;
+}
+
+std::string bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void expect_same_training(int world) {
+  TempDir dir("equal" + std::to_string(world));
+  const auto out = (dir.path / "w").string();
+  auto ranks = start_ranks(world, {"--steps", "20", "--batch", "8", "--out", out}, free_port());
+  auto single = start(worker({"--steps", "20", "--batch", "8", "--out", (dir.path / "single").string(), "--single", std::to_string(world)}), {});
+  for (auto& r : ranks) r.finish();
+  single.finish();
+  for (int r = 0; r < world; ++r) ASSERT_TRUE(ranks[static_cast<std::size_t>(r)].succeeded()) << "rank " << r << ":\n" << ranks[static_cast<std::size_t>(r)].output;
+  ASSERT_TRUE(single.succeeded()) << single.output;
+  // Every rank holds the same weights, bit for bit ...
+  for (int r = 1; r < world; ++r) EXPECT_EQ(bytes(out + ".0"), bytes(out + "." + std::to_string(r))) << "rank " << r;
+  // ... and they are those of one process with world x the batch, up to float rounding.
+  const auto a = floats(out + ".0"), b = floats(dir.path / "single");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 200u);
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  EXPECT_LT(worst, 2e-5) << "largest difference from the one-process run";
+}
+
+}  // namespace
+
+TEST(MultiProcessGloo, TwoRanksTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2); }
+TEST(MultiProcessGloo, FourRanksTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(4); }
+
+TEST(MultiProcessGloo, ReducingAfterBackwardGivesTheSameWeightsAsOverlapping) {
+  TempDir dir("overlap");
+  const auto port_a = free_port();
+  auto a = start_ranks(2, {"--steps", "10", "--out", (dir.path / "on").string(), "--overlap", "1"}, port_a);
+  for (auto& r : a) r.finish();
+  auto b = start_ranks(2, {"--steps", "10", "--out", (dir.path / "off").string(), "--overlap", "0"}, free_port());
+  for (auto& r : b) r.finish();
+  for (auto& r : a) ASSERT_TRUE(r.succeeded()) << r.output;
+  for (auto& r : b) ASSERT_TRUE(r.succeeded()) << r.output;
+  EXPECT_EQ(bytes(dir.path / "on.0"), bytes(dir.path / "off.0"));
+}
+
+TEST(MultiProcessGloo, WhenARankDiesTheOthersFailNamingIt) {
+  TempDir dir("die");
+  const auto begin = std::chrono::steady_clock::now();
+  auto ranks = start_ranks(3, {"--steps", "40", "--out", (dir.path / "w").string(), "--timeout-ms", "4000", "--die-rank", "1", "--die-at", "5"},
+                           free_port());
+  for (auto& r : ranks) r.finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_TRUE(WIFSIGNALED(ranks[1].status) && WTERMSIG(ranks[1].status) == SIGKILL);
+  for (int r : {0, 2}) {
+    const auto& p = ranks[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(WIFEXITED(p.status) && WEXITSTATUS(p.status) != 0) << "rank " << r << " did not fail:\n" << p.output;
+    EXPECT_NE(p.output.find("rank 1 did not answer"), std::string::npos) << "rank " << r << ":\n" << p.output;
+  }
+  EXPECT_LT(seconds, 4 + 4 + 10) << "the others took too long to give up";  // timeout + diagnosis window + start-up
+}
+
+TEST(MultiProcessGloo, WhenARankStallsTheOthersFailWithinTheTimeout) {
+  TempDir dir("stall");
+  const auto begin = std::chrono::steady_clock::now();
+  auto ranks = start_ranks(2, {"--steps", "40", "--out", (dir.path / "w").string(), "--timeout-ms", "3000", "--stall-rank", "1", "--stall-at", "5"},
+                           free_port());
+  ranks[0].finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ::kill(ranks[1].pid, SIGKILL);
+  ::kill(ranks[1].pid, SIGCONT);
+  ranks[1].finish();
+  EXPECT_TRUE(WIFEXITED(ranks[0].status) && WEXITSTATUS(ranks[0].status) != 0) << ranks[0].output;
+  EXPECT_NE(ranks[0].output.find("rank 1 did not answer"), std::string::npos) << ranks[0].output;
+  EXPECT_LT(seconds, 3 + 3 + 10);
+}
+
+TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
+  TempDir dir("resume");
+  const std::vector<std::string> common{"--steps", "30", "--save-every", "4"};
+  auto flags = [&](const std::string& logdir, const std::string& out) {
+    auto f = common;
+    f.insert(f.end(), {"--logdir", (dir.path / logdir).string(), "--out", (dir.path / out).string()});
+    return f;
+  };
+  auto reference = start_ranks(2, flags("reference", "reference"), free_port());
+  for (auto& r : reference) r.finish();
+  for (auto& r : reference) ASSERT_TRUE(r.succeeded()) << r.output;
+
+  const auto seed = std::random_device{}();
+  std::mt19937 random(seed);
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  int kills = 0;
+  for (int run = 0;; ++run) {
+    ASSERT_LT(run, 20) << "the run never finished";
+    auto ranks = start_ranks(2, flags("killed", "killed"), free_port());
+    const int at = std::uniform_int_distribution<int>(2, 12)(random);
+    bool killed = false;
+    if (run < 4 && ranks[0].read_until("step " + std::to_string(at) + "\n")) {
+      for (auto& r : ranks) ::kill(r.pid, SIGKILL);  // every rank, at once
+      killed = true;
+    }
+    for (auto& r : ranks) r.finish();
+    if (killed) {
+      ++kills;
+      continue;
+    }
+    for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
+    break;
+  }
+  EXPECT_GE(kills, 1);
+  EXPECT_EQ(bytes(dir.path / "killed.0"), bytes(dir.path / "reference.0"));
+  EXPECT_EQ(bytes(dir.path / "killed.1"), bytes(dir.path / "reference.1"));
+}
+
+TEST(MultiProcessGloo, ABadEnvironmentIsAClearError) {
+  struct Case {
+    std::map<std::string, std::string> env;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}, {"MASTER_ADDR", "127.0.0.1"}}, "WORLD_SIZE is 'two', but it must be the number of processes"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}}, "RANK is '2', but it must be this process's rank, an integer from 0 to 1"},
+      {{{"RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}}, "RANK is set but WORLD_SIZE is not"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, "MASTER_ADDR is not set"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT is '70000'"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, "with mpirun, pass it along: mpirun -x MASTER_ADDR"},
+  };
+  for (const auto& c : cases) {
+    auto p = start(worker({"--steps", "2", "--out", "/dev/null"}), c.env);
+    p.finish();
+    EXPECT_FALSE(p.succeeded());
+    EXPECT_NE(p.output.find(c.message), std::string::npos) << p.output;
+  }
+}
+
+TEST(MultiProcessGloo, AnUnreachableRankZeroIsNamedAfterTheTimeout) {
+  auto p = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "1500"}),
+                 {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(free_port())}});
+  p.finish();
+  EXPECT_FALSE(p.succeeded());
+  EXPECT_NE(p.output.find("cannot reach rank 0's rendezvous store at 127.0.0.1:"), std::string::npos) << p.output;
+}
+
+TEST(TpRun, StartsTheRanksPrefixesTheirLinesAndReportsAFailure) {
+  TempDir dir("tprun");
+  auto ok = start({TP_RUN, "-n", "2", TP_MP_WORKER, "--steps", "5", "--out", (dir.path / "w").string()}, {});
+  ok.finish();
+  EXPECT_TRUE(ok.succeeded()) << ok.output;
+  EXPECT_NE(ok.output.find("[0] step 5\n"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("[1] step 5\n"), std::string::npos) << ok.output;
+  EXPECT_EQ(bytes(dir.path / "w.0"), bytes(dir.path / "w.1"));
+
+  auto failing = start({TP_RUN, "-n", "2", "--grace", "20", TP_MP_WORKER, "--steps", "20", "--out", (dir.path / "f").string(), "--timeout-ms",
+                        "3000", "--die-rank", "1", "--die-at", "3"},
+                       {});
+  failing.finish();
+  EXPECT_FALSE(failing.succeeded());
+  EXPECT_NE(failing.output.find("tp-run: rank 1 failed (exit status 137)"), std::string::npos) << failing.output;
+  EXPECT_NE(failing.output.find("[0] mp_worker: tp::MultiProcess (rank 0 of 2)"), std::string::npos) << failing.output;
+
+  auto usage = start({TP_RUN, TP_MP_WORKER}, {});
+  usage.finish();
+  EXPECT_NE(usage.output.find("give the number of processes with -n N"), std::string::npos) << usage.output;
+}
