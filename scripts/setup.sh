@@ -16,6 +16,7 @@ packages=(
   dataset-fashion-mnist
   protobuf-compiler     # protoc --decode_raw checks the TensorBoard files in the tests
   python3               # json.load checks stats.json in the tests
+  iproute2              # ip netns: the two-host multi-process test
 )
 
 missing=()

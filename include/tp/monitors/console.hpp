@@ -19,6 +19,7 @@ namespace tp {
 
 class ScalarPrinter {
  public:
+  static constexpr bool chief_only = true;  // one console, not one per process
   explicit ScalarPrinter(std::ostream& out = std::cout) : out_(&out) {}
 
   ScalarPrinter& include(const std::string& pattern) { return add(include_, pattern); }
