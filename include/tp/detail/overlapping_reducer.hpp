@@ -1,20 +1,28 @@
 #pragma once
 // Averages the gradients of every process while backward is still running (PyTorch DDP's
-// reducer, Horovod's fusion): parameters are fused into buckets in reverse order (backward
-// produces the last layers' gradients first); a hook on each parameter copies its gradient into
-// its bucket, and a bucket whose gradients are all in is all-reduced at once, asynchronously.
-// Buckets are launched strictly in order, so every process makes the same collectives in the
-// same order. finish() sends what backward did not reach (zeros), waits for every bucket, and
-// writes the averages into the parameters' .grad.
+// reducer, Horovod's fusion).
 //
-// With overlap off, the same buckets are all-reduced one after the other after backward: the
-// baseline the benchmark compares against.
+// Parameters are fused into buckets in reverse order (backward produces the last layers'
+// gradients first), and each parameter's .grad is a view into its bucket (DDP's
+// gradient_as_bucket_view): autograd accumulates straight into the bucket, so nothing is copied
+// in or out. A hook that runs after a parameter's gradient has been accumulated counts it in,
+// and a bucket whose gradients are all in is all-reduced at once, asynchronously. Buckets are
+// launched strictly in order, so every process makes the same collectives in the same order.
+// finish() sends what backward did not reach (zeros), waits for every bucket and divides by the
+// number of processes.
+//
+// With overlap off, the buckets are all-reduced one after the other after backward: the
+// baseline the benchmark compares against. Either way, begin() zeroes the gradients (the
+// optimizer's zero_grad must not be used: it would detach the views).
 #include <cstddef>
-#include <stdexcept>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/types.h>
 
@@ -43,78 +51,90 @@ class overlapping_reducer {
         where_[buckets_[k].parameters[j]] = {k, offset};
         offset += buckets_[k].sizes[j];
       }
-      const auto& first = parameters_[buckets_[k].parameters.front()];
-      flats_.push_back(torch::zeros({offset}, first.options().requires_grad(false)));
+      flats_.push_back(torch::zeros({offset}, parameters_[buckets_[k].parameters.front()].options()));
     }
     pending_.resize(buckets_.size());
     arrived_.resize(parameters_.size());
     works_.resize(buckets_.size());
+    attach_gradients();
   }
+  overlapping_reducer(const overlapping_reducer&) = delete;  // the hooks point at it
+  overlapping_reducer& operator=(const overlapping_reducer&) = delete;
 
-  // Registers the gradient hooks (once; the reducer must then stay where it is).
+  // Registers the hooks that count gradients in (once).
   void hook() {
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-      if (parameters_[i].requires_grad())
-        parameters_[i].register_hook([this, i](const torch::Tensor& grad) { arrive(i, grad); });
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      if (!parameters_[i].requires_grad()) continue;
+      auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+      accumulator->add_post_hook(std::make_unique<accumulated>(this, i));
+      accumulators_.push_back(std::move(accumulator));  // kept alive, or autograd makes a new one without the hook
+    }
   }
 
-  // Call before backward: from here on, arriving gradients go to the buckets.
+  // Call before backward: zeroes the gradients; from here on, accumulated gradients count in.
   void begin() {
+    attach_gradients();
+    for (auto& flat : flats_) flat.zero_();
     for (std::size_t k = 0; k < buckets_.size(); ++k) pending_[k] = buckets_[k].parameters.size();
     std::fill(arrived_.begin(), arrived_.end(), false);
     next_ = 0;
     armed_ = overlap_;
   }
 
-  // Call after backward: completes the reduction and writes the averages into .grad.
+  // Call after backward: completes the reduction; the parameters' .grad hold the averages.
   void finish() {
     if (!overlap_) return reduce_now();
     armed_ = false;
-    torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < parameters_.size(); ++i)
-      if (!arrived_[i]) {  // backward did not reach it: it contributes zeros
-        const auto [k, offset] = where_[i];
-        flats_[k].narrow(0, offset, parameters_[i].numel()).zero_();
+      if (!arrived_[i]) {  // backward did not reach it: its slice holds zeros
         arrived_[i] = true;
-        if (--pending_[k] == 0) launch_ready();
+        if (--pending_[where_[i].bucket] == 0) launch_ready();
       }
-    wait_and_write_back();
+    wait_all();
   }
 
-  // Averages the gradients now in .grad: every bucket flattened, all-reduced in order, written
-  // back (the whole reduction after backward).
+  // Averages the gradients now in .grad: every bucket all-reduced in order (the whole reduction
+  // after backward).
   void reduce_now() {
     armed_ = false;
-    torch::NoGradGuard no_grad;
-    for (std::size_t k = 0; k < buckets_.size(); ++k) flats_[k].copy_(flatten_gradients(buckets_[k], parameters_));
+    attach_gradients();
     for (std::size_t k = 0; k < buckets_.size(); ++k) launch(k);
-    wait_and_write_back();
+    wait_all();
   }
 
   std::size_t buckets() const noexcept { return buckets_.size(); }
 
  private:
-  void wait_and_write_back() {
-    for (std::size_t k = 0; k < buckets_.size(); ++k) {
-      try {
-        works_[k]->wait();
-      } catch (const std::exception& e) {
-        throw collective_error("the all-reduce of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
-      }
-      flats_[k].div_(group_->getSize());
-      unflatten_gradients(buckets_[k], flats_[k], parameters_);
+  struct accumulated : torch::autograd::FunctionPostHook {
+    accumulated(overlapping_reducer* r, std::size_t i) : reducer(r), index(i) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) override {
+      reducer->arrive(index);
+      return outputs;
+    }
+    overlapping_reducer* reducer;
+    std::size_t index;
+  };
+
+  // Makes every .grad the view of its slice again (if something replaced one, its value is
+  // kept: copied into the slice).
+  void attach_gradients() {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      auto& p = parameters_[i];
+      const auto [k, offset] = where_[i];
+      auto slice = flats_[k].narrow(0, offset, p.numel());
+      const auto& g = p.grad();
+      if (g.defined() && g.data_ptr() == slice.data_ptr() && g.is_contiguous()) continue;
+      if (g.defined()) slice.copy_(g.reshape(-1));
+      else slice.zero_();
+      p.mutable_grad() = slice.view_as(p);
     }
   }
 
-  void arrive(std::size_t i, const torch::Tensor& grad) {
+  void arrive(std::size_t i) {
     if (!armed_ || arrived_[i]) return;
-    const auto [k, offset] = where_[i];
-    {
-      torch::NoGradGuard no_grad;
-      flats_[k].narrow(0, offset, grad.numel()).copy_(grad.reshape(-1));
-    }
     arrived_[i] = true;
-    if (--pending_[k] == 0) launch_ready();
+    if (--pending_[where_[i].bucket] == 0) launch_ready();
   }
   // Launches, in order, every bucket whose gradients are all in.
   void launch_ready() {
@@ -128,6 +148,17 @@ class overlapping_reducer {
       throw collective_error("starting the all-reduce of gradient bucket " + std::to_string(k + 1), e.what());
     }
   }
+  void wait_all() {
+    torch::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      try {
+        works_[k]->wait();
+      } catch (const std::exception& e) {
+        throw collective_error("the all-reduce of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
+      }
+      flats_[k].div_(group_->getSize());
+    }
+  }
 
   struct place {
     std::size_t bucket = 0;
@@ -138,10 +169,11 @@ class overlapping_reducer {
   bool overlap_;
   std::vector<bucket> buckets_;
   std::vector<place> where_;
-  std::vector<torch::Tensor> flats_;
+  std::vector<torch::Tensor> flats_;  // the buckets: the parameters' .grad are views into them
   std::vector<std::size_t> pending_;
   std::vector<bool> arrived_;
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_ = 0;
   bool armed_ = false;
 };

@@ -12,8 +12,9 @@
 // - At the start of train() (so after a resume too) rank 0's weights, buffers and optimizer
 //   state are broadcast to every rank.
 // - Gradients are fused into buckets (25 MB by default) and all-reduced while backward runs,
-//   in the same order on every rank; gradient processing then runs on the averages, so a NaN
-//   policy decides the same everywhere.
+//   in the same order on every rank; the parameters' gradients are views into the buckets (no
+//   copies). Gradient processing then runs on the averages, so a NaN policy decides the same
+//   everywhere.
 // - A stop requested on any rank (request_stop, EarlyStopping) is agreed by all before the
 //   next step; only rank 0 runs chief-only callbacks (the file writers).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
@@ -147,8 +148,7 @@ class MultiProcess {
       const auto batch = to_device(input.next_batch(), device_);
       const TowerContext ctx{.is_training = true, .index = env_.rank, .device = device_, .is_main = env_.rank == 0};
       torch::Tensor cost = detail::run_tower(tower, ctx, model_, batch);
-      optimizer_->zero_grad();
-      reducer_->begin();
+      reducer_->begin();  // zeroes the gradients (views into the buckets: no optimizer zero_grad)
       try {
         cost.backward();  // the buckets' all-reduces start from the gradient hooks
         reducer_->finish();
