@@ -36,6 +36,7 @@
 #include <tp/gradient_processing.hpp>
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/comm/in_process.hpp>
+#include <tp/policies/comm/nccl_backend.hpp>
 #include <tp/policies/comm/nccl.hpp>
 #include <tp/policies/input/dummy_input.hpp>
 #include <tp/policies/input/feed_input.hpp>

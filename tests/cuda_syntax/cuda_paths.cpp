@@ -1,6 +1,7 @@
 // Type-checks tp's CUDA and NCCL code paths (TP_WITH_CUDA) on a machine without a GPU:
-// StagingInput on a CUDA device and Replicated<NCCL>. Compiled with -fsyntax-only; nothing is
+// StagingInput on a CUDA device, Replicated<NCCL> and MultiProcess<backend::NCCL>. Compiled with -fsyntax-only; nothing is
 // linked or run. The GPU tests themselves run where LibTorch has CUDA.
+#include <tp/policies/comm/nccl_backend.hpp>
 #include <tp/tp.hpp>
 #include <torch/torch.h>
 
@@ -11,4 +12,6 @@ int main() {
   tp::Trainer trainer(tp::StagingInput(tp::DummyInput(torch::zeros({2, 4})), torch::Device("cuda:0")), desc,
                       tp::Replicated<tp::NCCL>({torch::Device("cuda:0")}), tp::TrainOptions().steps_per_epoch(1));
   trainer.train();
+  tp::Trainer processes(tp::DummyInput(torch::zeros({2, 4})), desc, tp::MultiProcess<tp::backend::NCCL>(), tp::TrainOptions().steps_per_epoch(1));
+  processes.train();
 }

@@ -23,7 +23,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <tp/detail/collective_group.hpp>
 #include <torch/types.h>
 
 #include <tp/detail/gradient_buckets.hpp>
@@ -38,7 +38,7 @@ struct collective_error : std::runtime_error {
 
 class overlapping_reducer {
  public:
-  overlapping_reducer(std::vector<torch::Tensor> parameters, c10::intrusive_ptr<c10d::ProcessGroup> group, std::size_t bucket_bytes, bool overlap)
+  overlapping_reducer(std::vector<torch::Tensor> parameters, c10::intrusive_ptr<collective_group> group, std::size_t bucket_bytes, bool overlap)
       : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap) {
     std::vector<torch::Tensor> reversed(parameters_.rbegin(), parameters_.rend());
     buckets_ = make_buckets(reversed, bucket_bytes);
@@ -165,7 +165,7 @@ class overlapping_reducer {
     std::int64_t offset = 0;
   };
   std::vector<torch::Tensor> parameters_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<collective_group> group_;
   bool overlap_;
   std::vector<bucket> buckets_;
   std::vector<place> where_;

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/types.h>
 
+#include <tp/detail/collective_group.hpp>
 #include <tp/distributed/environment.hpp>
 
 namespace tp::backend {
@@ -21,7 +22,7 @@ struct Gloo {
 
   static torch::Device device(const process_environment&) { return torch::kCPU; }
 
-  static c10::intrusive_ptr<c10d::ProcessGroup> connect(const c10::intrusive_ptr<c10d::Store>& store, const process_environment& pe,
+  static c10::intrusive_ptr<detail::collective_group> connect(const c10::intrusive_ptr<c10d::Store>& store, const process_environment& pe,
                                                         std::chrono::milliseconds timeout) {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)

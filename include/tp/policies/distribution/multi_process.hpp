@@ -130,11 +130,14 @@ class MultiProcess {
         archive.save_to(out);
         bytes = out.str();
       }
-      auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())});
+      // Through the backend's device (NCCL moves only GPU tensors).
+      auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())}).to(device_);
       broadcast(size, "the broadcast of rank 0's optimizer state");
       auto data = torch::empty({size.item<std::int64_t>()}, torch::kUInt8);
       if (env_.rank == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+      data = data.to(device_);
       broadcast(data, "the broadcast of rank 0's optimizer state");
+      data = data.cpu();
       if (env_.rank != 0) {
         torch::serialize::InputArchive archive;
         archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(data.numel()));
@@ -174,7 +177,7 @@ class MultiProcess {
 
     // Whether any rank asked to stop: every rank gets the same answer.
     bool agree_to_stop(bool mine) {
-      auto flag = torch::tensor({mine ? 1.0f : 0.0f});
+      auto flag = torch::tensor({mine ? 1.0f : 0.0f}).to(device_);
       std::vector<torch::Tensor> one{flag};
       run(group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX}), "agreeing on a stop request");
       return flag.item<float>() > 0;
@@ -182,9 +185,10 @@ class MultiProcess {
     // Sums values across the ranks, in place.
     void sum_across_processes(std::vector<double>& values) {
       if (values.empty()) return;
-      auto t = torch::tensor(values, torch::kDouble);
+      auto t = torch::tensor(values, torch::kDouble).to(device_);
       std::vector<torch::Tensor> one{t};
       run(group_->allreduce(one), "summing scalars across ranks");
+      t = t.cpu();
       for (std::size_t i = 0; i < values.size(); ++i) values[i] = t[static_cast<std::int64_t>(i)].item<double>();
     }
 
@@ -278,7 +282,7 @@ class MultiProcess {
     torch::Device device_;
     GradientProcessing processing_;
     c10::intrusive_ptr<c10d::Store> store_;
-    c10::intrusive_ptr<c10d::ProcessGroup> group_;
+    c10::intrusive_ptr<detail::collective_group> group_;
     model_type model_;
     std::optional<optimizer_t<Tower>> optimizer_;
     std::vector<std::string> names_;
