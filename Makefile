@@ -24,14 +24,17 @@ bench: configure
 	@cmake --build $(BUILD) --target benches -j $(JOBS)
 	@for b in $(BUILD)/bench/bench_*; do $$b; done
 
-# The unit tests under ThreadSanitizer and AddressSanitizer (our code instrumented, LibTorch not).
+# The unit and multi-process tests under ThreadSanitizer and AddressSanitizer (our code
+# instrumented, LibTorch not; the multi-process tests run instrumented ranks).
 sanitize: setup
 	@for s in thread address; do \
 	  cmake -S . -B $(BUILD)-$$s -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTP_SANITIZE=$$s -DTP_BUILD_EXAMPLES=OFF -DTP_BUILD_BENCH=OFF > /dev/null && \
-	  cmake --build $(BUILD)-$$s --target tp_tests -j $(JOBS) && \
+	  cmake --build $(BUILD)-$$s --target tp_tests tp_process_tests -j $(JOBS) && \
 	  echo "== $$s sanitizer" && \
-	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ASAN_OPTIONS="detect_leaks=0" \
-	    $(BUILD)-$$s/tests/tp_tests --gtest_brief=1 || exit 1; \
+	  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ASAN_OPTIONS="detect_leaks=0" && \
+	  $(BUILD)-$$s/tests/tp_tests --gtest_brief=1 && \
+	  TSAN_OPTIONS="$$TSAN_OPTIONS suppressions=$(CURDIR)/tests/tsan_processes.supp" \
+	    $(BUILD)-$$s/tests/tp_process_tests --gtest_brief=1 || exit 1; \
 	done
 
 clean:
