@@ -162,7 +162,6 @@ TEST(Resume, FromTheMiddleOfAnEpochStartsThatEpochAtTheNextStep) {
 
   TempDir dir("resume_step");
   {
-    tp_test::Spy spy;
     auto first = mlp_trainer(3, tp::ModelSaver(dir.path).every_n_steps(10).keep_last(100));
     first.train();
   }
@@ -389,7 +388,6 @@ TEST(WeightEMA, WithEMAWeightsRunsTheCallbackOnTheAverages) {
 TEST(MovingAverage, IsTheExponentialAverageOfTheStepCostsAndIsPut) {
   std::vector<double> costs{4, 2, 8, 1};
   std::size_t k = 0;
-  tp_test::Spy spy;
   auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(1), tp::MovingAverage("cost", 0.5),
                                        tp::JSONWriter(fs::temp_directory_path() / ("tp_ma_" + std::to_string(::getpid()))));
   trainer.train([&](auto&) { return torch::tensor(costs[k++]); });
