@@ -17,12 +17,10 @@
 #include <string>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <tp/distributed/free_port.hpp>
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/distribution/multi_process.hpp>
 #include <tp/tp.hpp>
@@ -148,25 +146,13 @@ class MedianReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> medians;
 };
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   pid_t second = -1;
   if (!std::getenv("RANK")) {  // started by hand: become rank 0 and start rank 1
-    const auto port = std::to_string(free_port());  // and the next three, for the other groups
+    const auto port = std::to_string(tp::free_local_port());  // and the next three, for the other groups
     ::setenv("WORLD_SIZE", "2", 1);
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);

@@ -14,14 +14,13 @@
 #include <string>
 #include <vector>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <tp/distributed/free_port.hpp>
 
 namespace fs = std::filesystem;
 
@@ -36,18 +35,6 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // A started process: its pid and its output (stdout and stderr merged) as a pipe.
 struct Process {
@@ -134,7 +121,7 @@ std::string bytes(const fs::path& path) {
 void expect_same_training(int world) {
   TempDir dir("equal" + std::to_string(world));
   const auto out = (dir.path / "w").string();
-  auto ranks = start_ranks(world, {"--steps", "20", "--batch", "8", "--out", out}, free_port());
+  auto ranks = start_ranks(world, {"--steps", "20", "--batch", "8", "--out", out}, tp::free_local_port());
   auto single = start(worker({"--steps", "20", "--batch", "8", "--out", (dir.path / "single").string(), "--single", std::to_string(world)}), {});
   for (auto& r : ranks) r.finish();
   single.finish();
@@ -158,10 +145,10 @@ TEST(MultiProcessGloo, FourRanksTrainAsOneProcessWithFourTimesTheBatch) { expect
 
 TEST(MultiProcessGloo, ReducingAfterBackwardGivesTheSameWeightsAsOverlapping) {
   TempDir dir("overlap");
-  const auto port_a = free_port();
+  const auto port_a = tp::free_local_port();
   auto a = start_ranks(2, {"--steps", "10", "--out", (dir.path / "on").string(), "--overlap", "1"}, port_a);
   for (auto& r : a) r.finish();
-  auto b = start_ranks(2, {"--steps", "10", "--out", (dir.path / "off").string(), "--overlap", "0"}, free_port());
+  auto b = start_ranks(2, {"--steps", "10", "--out", (dir.path / "off").string(), "--overlap", "0"}, tp::free_local_port());
   for (auto& r : b) r.finish();
   for (auto& r : a) ASSERT_TRUE(r.succeeded()) << r.output;
   for (auto& r : b) ASSERT_TRUE(r.succeeded()) << r.output;
@@ -172,7 +159,7 @@ TEST(MultiProcessGloo, WhenARankDiesTheOthersFailNamingIt) {
   TempDir dir("die");
   const auto begin = std::chrono::steady_clock::now();
   auto ranks = start_ranks(3, {"--steps", "40", "--out", (dir.path / "w").string(), "--timeout-ms", "4000", "--die-rank", "1", "--die-at", "5"},
-                           free_port());
+                           tp::free_local_port());
   for (auto& r : ranks) r.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   EXPECT_TRUE(WIFSIGNALED(ranks[1].status) && WTERMSIG(ranks[1].status) == SIGKILL);
@@ -188,7 +175,7 @@ TEST(MultiProcessGloo, WhenARankStallsTheOthersFailWithinTheTimeout) {
   TempDir dir("stall");
   const auto begin = std::chrono::steady_clock::now();
   auto ranks = start_ranks(2, {"--steps", "40", "--out", (dir.path / "w").string(), "--timeout-ms", "3000", "--stall-rank", "1", "--stall-at", "5"},
-                           free_port());
+                           tp::free_local_port());
   ranks[0].finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   ::kill(ranks[1].pid, SIGKILL);
@@ -207,7 +194,7 @@ TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
     f.insert(f.end(), {"--logdir", (dir.path / logdir).string(), "--out", (dir.path / out).string()});
     return f;
   };
-  auto reference = start_ranks(2, flags("reference", "reference"), free_port());
+  auto reference = start_ranks(2, flags("reference", "reference"), tp::free_local_port());
   for (auto& r : reference) r.finish();
   for (auto& r : reference) ASSERT_TRUE(r.succeeded()) << r.output;
 
@@ -217,7 +204,7 @@ TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
   int kills = 0;
   for (int run = 0;; ++run) {
     ASSERT_LT(run, 20) << "the run never finished";
-    auto ranks = start_ranks(2, flags("killed", "killed"), free_port());
+    auto ranks = start_ranks(2, flags("killed", "killed"), tp::free_local_port());
     const int at = std::uniform_int_distribution<int>(2, 12)(random);
     bool killed = false;
     if (run < 4 && ranks[0].read_until("step " + std::to_string(at) + "\n")) {
@@ -260,7 +247,7 @@ TEST(MultiProcessGloo, ABadEnvironmentIsAClearError) {
 
 TEST(MultiProcessGloo, AnUnreachableRankZeroIsNamedAfterTheTimeout) {
   auto p = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "1500"}),
-                 {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(free_port())}});
+                 {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(tp::free_local_port())}});
   p.finish();
   EXPECT_FALSE(p.succeeded());
   EXPECT_NE(p.output.find("cannot reach rank 0's rendezvous store at 127.0.0.1:"), std::string::npos) << p.output;

@@ -21,12 +21,11 @@
 #include <string>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <tp/distributed/free_port.hpp>
 
 namespace {
 
@@ -38,18 +37,6 @@ extern "C" void on_signal(int s) { pending_signal = s; }
   std::exit(2);
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    usage(std::string("cannot find a free port: ") + std::strerror(errno) + "; give one with --port");
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 struct Rank {
   pid_t pid = -1;
@@ -93,7 +80,13 @@ int main(int argc, char** argv) {
   }
   if (n < 1) usage("give the number of processes with -n N (N >= 1)");
   if (i >= argc) usage("give the program to run");
-  if (port.empty()) port = std::to_string(free_port());
+  if (port.empty()) {
+    try {
+      port = std::to_string(tp::free_local_port());
+    } catch (const std::exception& e) {
+      usage(std::string(e.what()) + "; give a port with --port");
+    }
+  }
 
   struct sigaction action {};
   action.sa_handler = on_signal;

@@ -14,6 +14,8 @@
 
 #include <torch/optim.h>
 
+#include <tp/detail/archive.hpp>
+
 namespace tp {
 
 template <class Get, class Set>
@@ -27,6 +29,19 @@ template <class Get, class Set>
 HyperParam<Get, Set> hyperparam(std::string name, Get get, Set set) {
   return {std::move(name), std::move(get), std::move(set)};
 }
+
+namespace detail {
+// For a setter's checkpoint: the value itself, for a hyperparameter that lives outside the
+// optimizer (the optimizer's own state holds the others).
+template <class Param, class Trainer>
+void save_hyperparam(Param& param, Trainer& trainer, OutputArchive& archive) {
+  archive.write("value", c10::IValue(param.get(trainer)));
+}
+template <class Param, class Trainer>
+void load_hyperparam(Param& param, Trainer& trainer, InputArchive& archive) {
+  param.set(trainer, read_double(archive, "value"));
+}
+}  // namespace detail
 
 namespace detail {
 // A hyperparameter stored in every parameter group's options of every optimizer. `field`

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <utility>
 
-#include <tp/detail/plateau.hpp>
-
 #include <tp/detail/archive.hpp>
+#include <tp/detail/plateau.hpp>
+#include <tp/hyperparam.hpp>
 
 namespace tp {
 
@@ -41,17 +41,17 @@ class ReduceOnPlateau {
     param_.set(trainer, std::max(min_value_, param_.get(trainer) * factor_));
   }
 
-  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  // For checkpoints.
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    archive.write("value", c10::IValue(param_.get(trainer)));
+    detail::save_hyperparam(param_, trainer, archive);
     detail::OutputArchive plateau;
     plateau_.save(plateau);
     archive.write("plateau", plateau);
   }
   template <class Trainer>
   void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    param_.set(trainer, detail::read_double(archive, "value"));
+    detail::load_hyperparam(param_, trainer, archive);
     detail::InputArchive plateau;
     detail::read_archive(archive, "plateau", plateau);
     plateau_.load(plateau);

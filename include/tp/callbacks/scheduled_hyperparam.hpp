@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <tp/detail/archive.hpp>
+#include <tp/hyperparam.hpp>
 
 namespace tp {
 
@@ -60,14 +61,14 @@ class ScheduledHyperParamSetter {
     trainer.put_scalar(param_.name, param_.get(trainer));
   }
 
-  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  // For checkpoints.
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    archive.write("value", c10::IValue(param_.get(trainer)));
+    detail::save_hyperparam(param_, trainer, archive);
   }
   template <class Trainer>
   void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    param_.set(trainer, detail::read_double(archive, "value"));
+    detail::load_hyperparam(param_, trainer, archive);
   }
 
  private:
@@ -99,14 +100,14 @@ class HyperParamSetterWithFunc {
     trainer.put_scalar(param_.name, param_.get(trainer));
   }
 
-  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  // For checkpoints.
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    archive.write("value", c10::IValue(param_.get(trainer)));
+    detail::save_hyperparam(param_, trainer, archive);
   }
   template <class Trainer>
   void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    param_.set(trainer, detail::read_double(archive, "value"));
+    detail::load_hyperparam(param_, trainer, archive);
   }
 
  private:

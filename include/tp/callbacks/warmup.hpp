@@ -12,6 +12,7 @@
 #include <utility>
 
 #include <tp/detail/archive.hpp>
+#include <tp/hyperparam.hpp>
 
 namespace tp {
 
@@ -33,16 +34,16 @@ class Warmup {
     if (step <= steps_) param_.set(trainer, from_ + (*target_ - from_) * static_cast<double>(step) / static_cast<double>(steps_));
   }
 
-  // For checkpoints: the value itself, for a hyperparameter that lives outside the optimizer.
+  // For checkpoints.
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    archive.write("value", c10::IValue(param_.get(trainer)));
+    detail::save_hyperparam(param_, trainer, archive);
     archive.write("has_target", c10::IValue(target_.has_value()));
     archive.write("target", c10::IValue(target_.value_or(0.0)));
   }
   template <class Trainer>
   void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    param_.set(trainer, detail::read_double(archive, "value"));
+    detail::load_hyperparam(param_, trainer, archive);
     target_ = detail::read_bool(archive, "has_target") ? std::optional<double>(detail::read_double(archive, "target")) : std::nullopt;
   }
 
