@@ -13,13 +13,16 @@
 // running the same command again resumes from the newest one: with more --epochs it goes on,
 // to the bit as if it had never stopped. TP_LOGDIR_ACTION=backup|remove|new_dir starts afresh.
 // With --min-accuracy it exits non-zero if the final test accuracy is below A (the examples run
-// as tests that way).
+// as tests that way). --help lists the flags and their defaults; a bad flag or value exits with
+// status 2, naming it, before any data is read.
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <tp/tp.hpp>
 #include <torch/torch.h>
 
@@ -31,14 +34,60 @@ using fashion_mnist::Net;
 using fashion_mnist::normalize;
 
 
-std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
+struct flags {
+  int epochs = 3;
+  std::int64_t steps_per_epoch = 0;  // 0: one pass over the training set
+  std::int64_t batch = 64;
+  std::string input = "queue";
+  std::int64_t towers = 1;
+  std::string logdir = "train_log/fashion_mnist";
+  double min_accuracy = 0;
+};
+
+// A number below `low` is refused, naming the least; text that is no number is left to CLI11's
+// conversion, which names the flag and the value.
+CLI::Validator at_least(std::int64_t low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        std::int64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size() || value >= low) return {};
+        return "must be at least " + std::to_string(low) + ", not " + text;
+      },
+      ">= " + std::to_string(low));
 }
 
-std::int64_t flag(int argc, char** argv, const std::string& name, std::int64_t fallback) {
-  return std::stoll(option(argc, argv, name, std::to_string(fallback)));
+// The flags, or an exit: 0 after --help, 2 after a bad flag or value.
+flags parse(int argc, char** argv) {
+  flags f;
+  CLI::App app("Trains a small CNN on Fashion-MNIST and prints the test accuracy after every epoch; run it again to "
+               "resume from the newest checkpoint in --logdir. Under tp-run each process is one rank.",
+               "fashion_mnist");
+  app.option_defaults()->always_capture_default();
+  app.add_option("--epochs", f.epochs, "epochs to train, counting those a resumed run has done")->check(at_least(1));
+  app.add_option("--steps-per-epoch", f.steps_per_epoch, "steps in an epoch")
+      ->check(at_least(1))
+      ->default_str("one pass over the training set");
+  app.add_option("--batch", f.batch, "batch size of each tower")->check(at_least(1));
+  app.add_option("--input", f.input, "queue: batches made in a background thread (QueueInput); feed: in the training thread (FeedInput)");
+  app.add_option("--towers", f.towers, "CPU towers in this process (Replicated); 1 under tp-run")->check(at_least(1));
+  app.add_option("--logdir", f.logdir, "where stats.json, TensorBoard events and checkpoints go");
+  app.add_option("--min-accuracy", f.min_accuracy, "exit with status 1 if the final test accuracy is below this");
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "fashion_mnist: " + std::string(e.what()) + "\nrun fashion_mnist --help for the flags\n";
+  });
+  app.allow_extras();  // so that the error below names the first unknown argument, not all of them in reverse
+  try {
+    app.parse(argc, argv);
+    if (const auto extra = app.remaining(); !extra.empty())
+      throw CLI::ExtrasError((extra.front().starts_with("-") ? "unknown option " : "unexpected argument ") + extra.front(),
+                             CLI::ExitCodes::ExtrasError);
+    if (f.input != "queue" && f.input != "feed") throw CLI::ValidationError("--input must be queue or feed, not '" + f.input + "'");
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // --help to stdout, errors to stderr
+    std::exit(e.get_exit_code() == 0 ? 0 : 2);
+  }
+  return f;
 }
 
 // Trains with any input and distribution policy; returns the final test accuracy.
@@ -76,20 +125,18 @@ double train(Input input, Distribution distribution, const tp::data::FashionMnis
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const int epochs = static_cast<int>(flag(argc, argv, "--epochs", 3));
-  const std::int64_t batch_size = flag(argc, argv, "--batch", 64);
-  const double min_accuracy = std::stod(option(argc, argv, "--min-accuracy", "0"));
+  const flags f = parse(argc, argv);
+  const int epochs = f.epochs;
+  const std::int64_t batch_size = f.batch, towers = f.towers;
 
   torch::manual_seed(0);
   auto train_set = tp::data::fashion_mnist(tp::data::split::train);
   auto test_set = tp::data::fashion_mnist(tp::data::split::test);
-  const std::int64_t towers = flag(argc, argv, "--towers", 1);
-  if (towers < 1) throw std::invalid_argument("--towers must be >= 1, got " + std::to_string(towers));
   // Under tp-run (or torchrun, mpirun, srun) each process trains on its share of the data.
   const auto env = tp::read_process_environment();
   if (env.world_size > 1 && towers > 1) throw std::invalid_argument("--towers > 1 is for one process; under tp-run give each process one tower");
   const std::int64_t steps =
-      flag(argc, argv, "--steps-per-epoch", train_set.images.size(0) / (batch_size * towers * env.world_size));
+      f.steps_per_epoch > 0 ? f.steps_per_epoch : train_set.images.size(0) / (batch_size * towers * env.world_size);
   if (env.is_chief())
     std::cout << "Fashion-MNIST: " << train_set.images.size(0) << " training and " << test_set.images.size(0) << " test images; " << epochs
               << " epochs of " << steps << " steps, " << towers * env.world_size << " tower(s) of batch " << batch_size
@@ -97,9 +144,8 @@ int main(int argc, char** argv) try {
 
   auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
               tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch_size);
-  const std::string logdir = tp::log_dir(option(argc, argv, "--logdir", "train_log/fashion_mnist"), tp::if_exists::keep).string();
-  const std::string input = option(argc, argv, "--input", "queue");
-  if (input != "queue" && input != "feed") throw std::invalid_argument("--input must be queue or feed, not '" + input + "'");
+  const std::string logdir = tp::log_dir(f.logdir, tp::if_exists::keep).string();
+  const std::string& input = f.input;
   // The one-type change: SingleDevice, Replicated or MultiProcess.
   auto run = [&](auto distribution) {
     return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir, env)
@@ -109,8 +155,8 @@ int main(int argc, char** argv) try {
                           : towers == 1      ? run(tp::SingleDevice::best_available())
                                              : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
   if (env.is_chief()) std::cout << "final test accuracy: " << accuracy << "\n";
-  if (env.is_chief() && accuracy < min_accuracy) {
-    std::cerr << "test accuracy " << accuracy << " is below the required " << min_accuracy << "\n";
+  if (env.is_chief() && accuracy < f.min_accuracy) {
+    std::cerr << "test accuracy " << accuracy << " is below the required " << f.min_accuracy << "\n";
     return 1;
   }
   return 0;

@@ -11,6 +11,8 @@ packages=(
   librange-v3-dev       # dataflows
   libboost-dev          # Boost.Hana
   zlib1g-dev            # gzip IDX files
+  nlohmann-json3-dev    # stats.json
+  libcli11-dev          # the flags of tp-run and the examples
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   dataset-fashion-mnist

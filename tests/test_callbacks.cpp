@@ -242,20 +242,69 @@ TEST(JSONWriter, ContinuesTheFileOfAnEarlierRun) {
   EXPECT_EQ(epochs[3].scalars.at("val/accuracy"), 4.5);
 }
 
-TEST(JSONWriter, ACorruptFileIsReportedAndKept) {
+// A file that a script or another tool wrote: keys in another order, escapes, numbers in
+// exponent form, fields tp does not know. Its epochs are read and kept as they were.
+TEST(JSONWriter, ContinuesAFileAnotherToolWrote) {
   TempFolder folder;
   fs::create_directories(folder.path);
-  std::ofstream(folder.path / "stats.json") << "[{\"epoch_num\": 1, \"global_st";
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::JSONWriter(folder.path));
-  try {
-    trainer.train();
-    FAIL();
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find((folder.path / "stats.json").string() + " is not a stats file tp can continue"),
-              std::string::npos)
-        << e.what();
+  std::ofstream(folder.path / "stats.json")
+      << R"([ {"global_step": 1E1, "note": "tab\there \"quoted\" \u00e9", "val\"acc\u00e9": 2.5e-1, "epoch_num": 1,)"
+         R"( "tags": ["a", {"b": null}], "ok": true, "missing": null},)"
+         "\n"
+         R"(  {"epoch_num": 2, "global_step": 20, "dropped": "this run writes epoch 2 again"}])";
+  auto resumed = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).starting_epoch(2).max_epoch(2), PutsScalars{},
+                                       tp::JSONWriter(folder.path));
+  resumed.train();
+  const auto file = folder.path / "stats.json";
+  EXPECT_EQ(slurp(file),
+            "[\n"
+            R"(  {"global_step": 10.0, "note": "tab\there \"quoted\" é", "val\"accé": 0.25, "epoch_num": 1, )"
+            R"("tags": ["a",{"b":null}], "ok": true, "missing": null},)"
+            "\n"
+            R"(  {"epoch_num": 2, "global_step": 1, "lr": 0.125, "train/loss": 0.25, "val/accuracy": 2.5})"
+            "\n]\n");
+  const auto epochs = tp::JSONWriter::read(file);
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_EQ(epochs[0].epoch_num, 1);
+  EXPECT_EQ(epochs[0].global_step, 10);
+  EXPECT_EQ(epochs[0].scalars.at("val\"acc\xc3\xa9"), 0.25);
+  EXPECT_TRUE(std::isnan(epochs[0].scalars.at("missing")));
+  EXPECT_EQ(epochs[0].scalars.count("note") + epochs[0].scalars.count("tags") + epochs[0].scalars.count("ok"), 0u);  // not numbers
+  EXPECT_EQ(epochs[1].scalars.at("val/accuracy"), 2.5);
+  EXPECT_EQ(run("python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); print(d[0]['note'], d[0]['tags'], d[1]['epoch_num'])\" " +
+                file.string()),
+            "tab\there \"quoted\" \xc3\xa9 ['a', {'b': None}] 2\n");
+}
+
+// A file tp cannot continue stops the run before anything is written, names the file and what
+// is wrong, and stays as it was.
+TEST(JSONWriter, AFileItCannotContinueIsReportedAndKept) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[{\"epoch_num\": 1, \"global_st", "parse error at line 1, column 29"},
+      {"", "unexpected end of input"},
+      {"{\"epoch_num\": 1, \"global_step\": 1}", "it is not a list"},
+      {"[{\"epoch_num\": 1, \"global_step\": 1}, 3]", "entry 1 is not an object"},
+      {"[{\"global_step\": 1}]", "entry 0 has no whole number epoch_num"},
+      {"[{\"epoch_num\": \"1\", \"global_step\": 1}]", "entry 0 has no whole number epoch_num"},
+      {"[{\"epoch_num\": 1, \"global_step\": 1.5}]", "entry 0 has no whole number global_step"},
+  };
+  for (const auto& [content, why] : cases) {
+    TempFolder folder;
+    fs::create_directories(folder.path);
+    std::ofstream(folder.path / "stats.json") << content;
+    auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), PutsScalars{}, tp::JSONWriter(folder.path));
+    try {
+      trainer.train();
+      ADD_FAILURE() << "no error for " << content;
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find((folder.path / "stats.json").string() + " is not a stats file tp can continue ("), std::string::npos) << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+      EXPECT_NE(what.find("move it away, or use another log folder"), std::string::npos) << what;
+    }
+    EXPECT_EQ(slurp(folder.path / "stats.json"), content);  // nothing the user had is lost
+    for (const auto& entry : fs::directory_iterator(folder.path)) EXPECT_EQ(entry.path().filename(), "stats.json");
   }
-  EXPECT_EQ(slurp(folder.path / "stats.json"), "[{\"epoch_num\": 1, \"global_st");  // nothing the user had is lost
 }
 
 TEST(TensorBoardWriter, WritesRecordsThatAnIndependentDecoderReads) {

@@ -9,7 +9,10 @@
 // --port: MASTER_PORT (default: $MASTER_PORT, else a free port); --addr: MASTER_ADDR (default:
 // $MASTER_ADDR, else 127.0.0.1). When a rank fails, the others get --grace seconds (default 30)
 // to notice and report it themselves (tp names the missing rank), then are terminated.
+// tp-run's flags come before the program; everything from the program on is the program's own.
+// A bad flag or value exits with status 2 and names it; --help lists the flags.
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -20,6 +23,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -37,6 +42,62 @@ extern "C" void on_signal(int s) { pending_signal = s; }
   std::exit(2);
 }
 
+struct options {
+  int n = 0;
+  int port = 0;  // 0: a free one
+  std::string addr = "127.0.0.1";
+  double grace = 30;
+  std::vector<std::string> command;  // the program and its arguments, as given
+};
+
+// A value that parses as a number and is below `low` is refused, naming the least; one that does
+// not parse is left to CLI11's conversion, which names the flag and the value.
+CLI::Validator at_least(int low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        double value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size() || value >= low) return {};
+        return "must be at least " + std::to_string(low) + ", not " + text;
+      },
+      ">= " + std::to_string(low));
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  CLI::App app("Starts N processes of a program on this machine as the ranks of one run, with the environment torchrun "
+               "sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), and prefixes their lines with [rank].",
+               "tp-run");
+  app.footer("usage: tp-run -n N [OPTIONS] program [args...]\n"
+             "The options come before the program; the arguments after it are the program's, passed on as they are.");
+  app.option_defaults()->always_capture_default();
+  // Parsing stops at the first argument that is no flag of ours: the program, whose own
+  // arguments (flags or not) must reach it untouched.
+  app.prefix_command();
+  app.add_option("-n,--nproc", o.n, "number of processes (ranks); required")->check(at_least(1))->default_str("");
+  app.add_option("--port", o.port, "MASTER_PORT of the rendezvous")->envname("MASTER_PORT")->check(CLI::Range(1, 65535))
+      ->default_str("a free port");
+  app.add_option("--addr", o.addr, "MASTER_ADDR of the rendezvous")->envname("MASTER_ADDR");
+  app.add_option("--grace", o.grace, "seconds the other ranks get to finish after one fails, before they are terminated")
+      ->check(at_least(0));
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "tp-run: " + std::string(e.what()) + "\nrun tp-run --help for the flags\n";
+  });
+  try {
+    app.parse(argc, argv);
+    o.command = app.remaining();
+    // CLI11 puts a flag it does not know there too, and everything after it.
+    if (!o.command.empty() && o.command.front() != "--" && o.command.front().starts_with("-"))
+      throw CLI::ExtrasError("unknown option " + o.command.front(), CLI::ExitCodes::ExtrasError);
+    if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // --help to stdout, errors to stderr
+    std::exit(e.get_exit_code() == 0 ? 0 : 2);
+  }
+  if (o.n < 1) usage("give the number of processes with -n N (N >= 1)");
+  if (o.command.empty()) usage("give the program to run");
+  return o;
+}
 
 struct Rank {
   pid_t pid = -1;
@@ -59,27 +120,10 @@ int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 0;
-  double grace = 30;
-  std::string port = std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "";
-  std::string addr = std::getenv("MASTER_ADDR") ? std::getenv("MASTER_ADDR") : "127.0.0.1";
-  int i = 1;
-  for (; i < argc && argv[i][0] == '-'; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage(flag + " needs a value");
-    const std::string value = argv[++i];
-    try {
-      if (flag == "-n" || flag == "--nproc") n = std::stoi(value);
-      else if (flag == "--port") port = value;
-      else if (flag == "--addr") addr = value;
-      else if (flag == "--grace") grace = std::stod(value);
-      else usage("unknown option " + flag);
-    } catch (const std::logic_error&) {
-      usage(flag + " needs a number, got '" + value + "'");
-    }
-  }
-  if (n < 1) usage("give the number of processes with -n N (N >= 1)");
-  if (i >= argc) usage("give the program to run");
+  options o = parse(argc, argv);
+  const int n = o.n;
+  const double grace = o.grace;
+  std::string port = o.port > 0 ? std::to_string(o.port) : "";
   if (port.empty()) {
     try {
       port = std::to_string(tp::free_local_port());
@@ -87,6 +131,9 @@ int main(int argc, char** argv) {
       usage(std::string(e.what()) + "; give a port with --port");
     }
   }
+  std::vector<char*> command;
+  for (auto& arg : o.command) command.push_back(arg.data());
+  command.push_back(nullptr);
 
   struct sigaction action {};
   action.sa_handler = on_signal;
@@ -107,10 +154,10 @@ int main(int argc, char** argv) {
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
       ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("MASTER_ADDR", addr.c_str(), 1);
+      ::setenv("MASTER_ADDR", o.addr.c_str(), 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::execvp(argv[i], argv + i);
-      std::fprintf(stderr, "tp-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
+      ::execvp(command[0], command.data());
+      std::fprintf(stderr, "tp-run: cannot run %s: %s\n", command[0], std::strerror(errno));
       ::_exit(127);
     }
     ::close(fds[1]);

@@ -6,25 +6,29 @@
 //
 // Starting again in the same folder keeps what is there: epochs before this run's first are
 // read back and kept, later ones (from a run that went further before it was interrupted) are
-// dropped, since this run will write them again.
-#include <cctype>
+// dropped, since this run will write them again. The file is read and written with nlohmann-json,
+// so one that another tool wrote or edited continues too (any escapes, key order or number
+// form), and the fields tp has no use for (text, lists, objects) are kept as they were.
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <tp/detail/atomic_file.hpp>
 
 namespace tp {
 
 class JSONWriter {
+  // Ordered: a file keeps its key order when it is rewritten.
+  using json = nlohmann::ordered_json;
+
  public:
   static constexpr bool chief_only = true;
   static constexpr const char* file_name = "stats.json";
@@ -34,8 +38,8 @@ class JSONWriter {
   template <class Trainer>
   void before_train(Trainer& trainer) {
     std::filesystem::create_directories(path_.parent_path());
-    epochs_ = read(path_);
-    std::erase_if(epochs_, [&](const epoch& e) { return e.epoch_num >= trainer.epoch_num() + 1; });
+    entries_ = load(path_);
+    std::erase_if(entries_, [&](const json& e) { return whole_number(e, "epoch_num") >= trainer.epoch_num() + 1; });
   }
   template <class Trainer>
   void on_scalar(Trainer&, std::string_view name, double value) {
@@ -43,133 +47,91 @@ class JSONWriter {
   }
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
-    epochs_.push_back({trainer.epoch_num(), trainer.global_step(), std::move(current_)});
+    json entry = {{"epoch_num", trainer.epoch_num()}, {"global_step", trainer.global_step()}};
+    for (const auto& [name, value] : current_) entry[name] = value;  // NaN and Inf are written as null
     current_.clear();
-    detail::write_file_atomically(path_, render(epochs_));
+    entries_.push_back(std::move(entry));
+    detail::write_file_atomically(path_, render(entries_));
   }
 
   const std::filesystem::path& path() const noexcept { return path_; }
 
   struct epoch {
     std::int64_t epoch_num = 0, global_step = 0;
-    std::map<std::string, double> scalars;
+    std::map<std::string, double> scalars;  // every number in the entry; null reads as NaN
   };
 
   // The epochs a stats.json holds ({} if there is none); throws, naming the file, if it is not
-  // one this writer wrote.
+  // one this writer can continue.
   static std::vector<epoch> read(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in) return {};
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse(text.str(), path);
+    std::vector<epoch> epochs;
+    for (const auto& entry : load(path)) {
+      epoch e{whole_number(entry, "epoch_num"), whole_number(entry, "global_step"), {}};
+      for (const auto& field : entry.items()) {
+        if (field.key() == "epoch_num" || field.key() == "global_step") continue;
+        if (field.value().is_number()) e.scalars[field.key()] = field.value().get<double>();
+        else if (field.value().is_null()) e.scalars[field.key()] = NAN;
+      }
+      epochs.push_back(std::move(e));
+    }
+    return epochs;
   }
 
  private:
-  static std::string number(double v) {
-    if (!std::isfinite(v)) return "null";  // JSON has no NaN or Inf
-    std::ostringstream s;
-    s.precision(17);
-    s << v;
-    return s.str();
-  }
-  static std::string quoted(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-        continue;
-      }
-      out += c;
+  // The file's entries, checked: a list of objects, each with a whole epoch_num and global_step.
+  static std::vector<json> load(const std::filesystem::path& path) {
+    auto fail = [&](const std::string& what) {
+      return std::runtime_error("tp::JSONWriter: " + path.string() + " is not a stats file tp can continue (" + what +
+                                "); move it away, or use another log folder");
+    };
+    if (!std::filesystem::exists(path)) return {};
+    std::ifstream in(path);
+    if (!in) throw fail("it cannot be opened");
+    json file;
+    try {
+      file = json::parse(in);
+    } catch (const json::parse_error& e) {
+      const std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
+      throw fail(what.substr(what.find("] ") == std::string::npos ? 0 : what.find("] ") + 2));
     }
-    return out + "\"";
+    if (!file.is_array()) throw fail("it is not a list");
+    for (std::size_t i = 0; i < file.size(); ++i) {
+      if (!file[i].is_object()) throw fail("entry " + std::to_string(i) + " is not an object");
+      for (const char* key : {"epoch_num", "global_step"})
+        if (!file[i].contains(key) || !is_whole_number(file[i][key]))
+          throw fail("entry " + std::to_string(i) + " has no whole number " + key);
+    }
+    return file.get<std::vector<json>>();
   }
-  static std::string render(const std::vector<epoch>& epochs) {
+  static bool is_whole_number(const json& v) {
+    if (v.is_number_integer()) return true;
+    // Another tool may write 3.0 or 3e0.
+    return v.is_number_float() && std::isfinite(v.get<double>()) && std::trunc(v.get<double>()) == v.get<double>();
+  }
+  static std::int64_t whole_number(const json& entry, const char* key) {
+    const auto& v = entry.at(key);
+    return v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
+  }
+
+  // One line per epoch, as tensorpack's file reads (nlohmann-json indents all levels or none);
+  // the keys and values themselves are nlohmann-json's, escapes and numbers included.
+  static std::string render(const std::vector<json>& entries) {
+    auto dump = [](const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); };  // bad UTF-8 -> U+FFFD
     std::string out = "[\n";
-    for (std::size_t i = 0; i < epochs.size(); ++i) {
-      const auto& e = epochs[i];
-      out += "  {\"epoch_num\": " + std::to_string(e.epoch_num) + ", \"global_step\": " + std::to_string(e.global_step);
-      for (const auto& [name, value] : e.scalars) out += ", " + quoted(name) + ": " + number(value);
-      out += i + 1 < epochs.size() ? "},\n" : "}\n";
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      out += "  {";
+      const char* separator = "";
+      for (const auto& field : entries[i].items()) {
+        out += separator + dump(field.key()) + ": " + dump(field.value());
+        separator = ", ";
+      }
+      out += i + 1 < entries.size() ? "},\n" : "}\n";
     }
     return out + "]\n";
   }
 
-  // The subset of JSON that render() writes: a list of flat objects of numbers (or null).
-  static std::vector<epoch> parse(const std::string& text, const std::filesystem::path& path) {
-    std::size_t i = 0;
-    auto fail = [&](const std::string& what) {
-      return std::runtime_error("tp::JSONWriter: " + path.string() + " is not a stats file tp can continue (" + what +
-                                " at byte " + std::to_string(i) + "); move it away, or use another log folder");
-    };
-    auto skip = [&] {
-      while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-    };
-    auto expect = [&](char c) {
-      skip();
-      if (i >= text.size() || text[i] != c) throw fail(std::string("expected '") + c + "'");
-      ++i;
-    };
-    auto string = [&] {
-      expect('"');
-      std::string s;
-      while (i < text.size() && text[i] != '"') {
-        if (text[i] == '\\' && i + 1 < text.size()) ++i;
-        s += text[i++];
-      }
-      expect('"');
-      return s;
-    };
-    std::vector<epoch> epochs;
-    expect('[');
-    skip();
-    if (i < text.size() && text[i] == ']') return epochs;
-    for (;;) {
-      expect('{');
-      epoch e;
-      for (;;) {
-        const std::string key = string();
-        expect(':');
-        skip();
-        double value = NAN;
-        if (text.compare(i, 4, "null") == 0) {
-          i += 4;
-        } else {
-          std::size_t used = 0;
-          try {
-            value = std::stod(text.substr(i, 32), &used);
-          } catch (const std::exception&) {
-            throw fail("expected a number");
-          }
-          i += used;
-        }
-        if (key == "epoch_num") e.epoch_num = static_cast<std::int64_t>(value);
-        else if (key == "global_step") e.global_step = static_cast<std::int64_t>(value);
-        else e.scalars[key] = value;
-        skip();
-        if (i < text.size() && text[i] == ',') {
-          ++i;
-          continue;
-        }
-        expect('}');
-        break;
-      }
-      epochs.push_back(std::move(e));
-      skip();
-      if (i < text.size() && text[i] == ',') {
-        ++i;
-        continue;
-      }
-      expect(']');
-      return epochs;
-    }
-  }
-
   std::filesystem::path path_;
-  std::vector<epoch> epochs_;
+  std::vector<json> entries_;
   std::map<std::string, double> current_;
 };
 
