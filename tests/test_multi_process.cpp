@@ -3,6 +3,7 @@
 // the weight files the ranks write.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <tp/distributed/free_port.hpp>
 
@@ -251,6 +254,62 @@ TEST(MultiProcessGloo, AnUnreachableRankZeroIsNamedAfterTheTimeout) {
   p.finish();
   EXPECT_FALSE(p.succeeded());
   EXPECT_NE(p.output.find("cannot reach rank 0's rendezvous store at 127.0.0.1:"), std::string::npos) << p.output;
+}
+
+// Permanent rendezvous errors end the rank at once (the timeout is two minutes here), name the
+// variable and its value, and print a few lines rather than a warning per attempt.
+TEST(MultiProcessGloo, AMasterAddrThatDoesNotResolveFailsAtOnceNamingIt) {
+  const auto start_time = std::chrono::steady_clock::now();
+  auto p = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "120000"}),
+                 {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "no-such-host.invalid"}, {"MASTER_PORT", "29500"}});
+  p.finish();
+  EXPECT_FALSE(p.succeeded());
+  EXPECT_LT(std::chrono::steady_clock::now() - start_time, std::chrono::seconds(60)) << p.output;
+  EXPECT_NE(p.output.find("MASTER_ADDR is 'no-such-host.invalid', which does not resolve to an address"), std::string::npos) << p.output;
+  EXPECT_LE(std::count(p.output.begin(), p.output.end(), '\n'), 3) << p.output;
+}
+
+TEST(MultiProcessGloo, RankZeroOnAPortInUseFailsAtOnceNamingIt) {
+  const int port = tp::free_local_port();
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);  // another program on MASTER_PORT
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(holder, 4), 0);
+  auto p = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "120000"}),
+                 {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}});
+  p.finish();
+  ::close(holder);
+  EXPECT_FALSE(p.succeeded());
+  EXPECT_NE(p.output.find("MASTER_PORT is " + std::to_string(port) + ", but another program on rank 0's machine listens on that port"),
+            std::string::npos)
+      << p.output;
+  EXPECT_LE(std::count(p.output.begin(), p.output.end(), '\n'), 3) << p.output;
+}
+
+// Waiting helps where rank 0 is not up yet: a rank started first waits (saying so once) and
+// trains once rank 0 comes.
+TEST(MultiProcessGloo, ARankStartedBeforeRankZeroWaitsQuietlyForIt) {
+  TempDir dir("late_master");
+  const int port = tp::free_local_port();
+  const std::map<std::string, std::string> env{{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  auto with_rank = [&](int r) {
+    auto e = env;
+    e["RANK"] = e["LOCAL_RANK"] = std::to_string(r);
+    return e;
+  };
+  const auto out = (dir.path / "w").string();
+  auto early = start(worker({"--steps", "3", "--out", out}), with_rank(1));
+  ASSERT_TRUE(early.read_until("is waiting for rank 0's rendezvous store at 127.0.0.1:" + std::to_string(port))) << early.output;
+  auto late = start(worker({"--steps", "3", "--out", out}), with_rank(0));
+  early.finish();
+  late.finish();
+  ASSERT_TRUE(early.succeeded()) << early.output;
+  ASSERT_TRUE(late.succeeded()) << late.output;
+  EXPECT_EQ(bytes(out + ".0"), bytes(out + ".1"));
+  EXPECT_EQ(early.output.find("[W "), std::string::npos) << "c10d warned while rank 1 waited:\n" << early.output;
 }
 
 TEST(TpRun, StartsTheRanksPrefixesTheirLinesAndReportsAFailure) {

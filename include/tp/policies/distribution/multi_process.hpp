@@ -30,7 +30,6 @@
 #include <utility>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/types.h>
@@ -41,6 +40,7 @@
 #include <tp/detail/overlapping_reducer.hpp>
 #include <tp/detail/run_tower.hpp>
 #include <tp/distributed/environment.hpp>
+#include <tp/distributed/rendezvous.hpp>
 #include <tp/gradient_processing.hpp>
 #include <tp/tower_context.hpp>
 
@@ -194,19 +194,12 @@ class MultiProcess {
 
    private:
     void connect() {
-      c10d::TCPStoreOptions options;
-      options.port = env_.master_port;
-      options.isServer = env_.rank == 0;
-      options.numWorkers = static_cast<std::size_t>(env_.world_size);
-      options.waitWorkers = true;
-      options.timeout = timeout_;
       try {
-        store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, options);
+        store_ = detail::connect_store(env_, timeout_);
+      } catch (const std::invalid_argument&) {
+        throw;  // a bad variable: its message already says which and what to do
       } catch (const std::exception& e) {
-        throw std::runtime_error(who() + "cannot " +
-                                 (env_.rank == 0 ? "host the rendezvous store on port " + std::to_string(env_.master_port) + " (is it in use? set another MASTER_PORT)"
-                                                 : "reach rank 0's rendezvous store at " + address()) +
-                                 " within " + seconds(timeout_) + ": " + first_line(e.what()));
+        throw std::runtime_error(who() + e.what());
       }
       try {
         group_ = Backend::connect(store_, env_, timeout_);
@@ -264,17 +257,12 @@ class MultiProcess {
       if (missing.empty()) return "every rank saw it fail too";
       std::string list;
       for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      return std::string(missing.size() == 1 ? "rank " : "ranks ") + list + " did not answer within " + seconds(window) +
+      return std::string(missing.size() == 1 ? "rank " : "ranks ") + list + " did not answer within " + detail::seconds_text(window) +
              ": it has died or stalls (see its own output)";
     }
 
     std::string who() const { return "tp::MultiProcess (rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + "): "; }
     std::string address() const { return env_.master_addr + ":" + std::to_string(env_.master_port); }
-    static std::string seconds(std::chrono::milliseconds t) {
-      std::ostringstream s;
-      s << static_cast<double>(t.count()) / 1000.0 << " s";
-      return s.str();
-    }
     static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
     process_environment env_;
