@@ -2,7 +2,10 @@
 // if one of them breaks. The compile-fail tests (compile_fail/) check the error messages.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "support.hpp"
 
@@ -55,6 +58,20 @@ static_assert(!tp::callback<FinalWithHook>);  // names cannot be probed in a fin
 static_assert(tp::callback<tp::ProgressBar> && tp::callback<tp::ScalarPrinter>);
 static_assert(tp::callback<decltype(tp::every_n_steps(1, AfterStepOnly{}))>);
 
+// Triggers (the broken cases are compile-fail tests: their rules fail a static_assert).
+struct BeforeEpochOnly {
+  void before_epoch(auto&) {}
+};
+static_assert(tp::detail::check_trigger<AfterStepOnly, tp::schedule::every_n_steps>());
+static_assert(tp::detail::check_trigger<BeforeEpochOnly, tp::schedule::every_n_epochs>());
+static_assert(std::is_same_v<decltype(tp::every_n_epochs(2, BeforeEpochOnly{})),
+                             tp::Trigger<BeforeEpochOnly, tp::schedule::every_n_epochs>>);
+
+// Scalars.
+static_assert(tp::scalar_value<double> && tp::scalar_value<int> && tp::scalar_value<float> && tp::scalar_value<bool>);
+static_assert(tp::scalar_value<torch::Tensor>);
+static_assert(!tp::scalar_value<std::string> && !tp::scalar_value<const char*> && !tp::scalar_value<std::vector<double>>);
+
 // Inputs.
 struct NoNextBatch {
   torch::Tensor batch;
@@ -104,10 +121,25 @@ struct ReturnsNoModule {
   int make_model() { return 0; }
 };
 static_assert(!tp::tower_policy<ReturnsNoModule> && !tp::tower_policy<int>);
+struct NoMakeModel {
+  torch::nn::Linear build() { return torch::nn::Linear(4, 1); }
+};
+static_assert(!tp::tower_policy<NoMakeModel>);
+using ReturnsModuleByValue = decltype(tp::model_desc([] { return torch::nn::LinearImpl(4, 1); }));
+static_assert(!tp::tower_policy<ReturnsModuleByValue>);
+using OptimizerPointer = decltype(tp::model_desc(make_linear)
+                                      .tower_function([](const tp::TowerContext&, torch::nn::Linear& m, const torch::Tensor& t) {
+                                        return m->forward(t).sum();
+                                      })
+                                      .optimizer([](torch::nn::Linear& m) {
+                                        return std::make_unique<torch::optim::SGD>(m->parameters(), 0.1);
+                                      }));
+static_assert(tp::tower_policy<OptimizerPointer> && !tp::trainable_tower<OptimizerPointer, torch::Tensor>);
 
 // Optimizers.
 static_assert(tp::optimizer<torch::optim::SGD> && tp::optimizer<torch::optim::Adam>);
 static_assert(!tp::optimizer<int>);
+static_assert(!tp::optimizer<std::unique_ptr<torch::optim::SGD>>);  // a pointer to one is not one
 
 // Distribution policies.
 static_assert(tp::distribution_policy<tp::SingleDevice, LinearDesc>);
@@ -116,6 +148,39 @@ static_assert(!tp::stepping_distribution<tp::SingleDevice, LinearDesc, tp::Dummy
 static_assert(tp::distribution_policy<tp::SingleDevice, NoOptimizer>);
 static_assert(!tp::stepping_distribution<tp::SingleDevice, NoOptimizer, tp::DummyInput<torch::Tensor>>);
 static_assert(!tp::distribution_policy<int, LinearDesc>);
+static_assert(!tp::distribution_policy<torch::Device, LinearDesc>);
+// Replicas with a main model but no default step, and replicas with neither.
+struct ModelOnly {
+  template <class Tower>
+  struct Replicas {
+    tp::model_t<Tower> model;
+    tp::model_t<Tower>& main_model() { return model; }
+  };
+  template <class Tower>
+  Replicas<Tower> build(Tower& tower) {
+    return {tower.make_model()};
+  }
+};
+struct NoMainModel {
+  template <class Tower>
+  struct Replicas {
+    tp::model_t<Tower> model;
+  };
+  template <class Tower>
+  Replicas<Tower> build(Tower& tower) {
+    return {tower.make_model()};
+  }
+};
+static_assert(tp::distribution_policy<ModelOnly, LinearDesc>);
+static_assert(!tp::stepping_distribution<ModelOnly, LinearDesc, tp::DummyInput<tp_test::Batch>>);
+static_assert(tp::detail::builds_replicas<NoMainModel, LinearDesc> && !tp::distribution_policy<NoMainModel, LinearDesc>);
+
+// The checks say whether the rules hold, for the code they guard.
+static_assert(tp::detail::check_input<tp::DummyInput<tp_test::Batch>>());
+static_assert(tp::detail::check_tower_policy<LinearDesc>() && tp::detail::check_trainable_tower<LinearDesc, tp_test::Batch>());
+static_assert(tp::detail::check_distribution<tp::SingleDevice, LinearDesc>());
+static_assert(tp::detail::check_default_step<tp::SingleDevice, LinearDesc, tp::DummyInput<tp_test::Batch>>());
+static_assert(tp::detail::check_scalar<float>());
 
 }  // namespace
 

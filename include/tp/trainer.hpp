@@ -46,6 +46,7 @@
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>
+#include <tp/concepts/scalar.hpp>
 #include <tp/concepts/tower.hpp>
 #include <tp/data/state.hpp>
 #include <tp/detail/archive.hpp>
@@ -57,17 +58,29 @@ namespace tp {
 
 namespace hana = boost::hana;
 
+namespace detail {
+// What a trainer holds in place of a part that breaks a rule (an input it cannot move, replicas
+// it cannot build): the rule's static_assert is then the whole diagnostic, not the first of
+// many errors about the part's uses.
+struct broken_part {
+  template <class... Args>
+  explicit broken_part(Args&&...) {}
+};
+}  // namespace detail
+
 template <class InputPolicy, class TowerPolicy, class DistributionPolicy, class... Callbacks>
 class Trainer {
-  static_assert(detail::check_input<InputPolicy>());
-  static_assert(detail::check_tower_policy<TowerPolicy>());
-  static_assert(detail::check_distribution<DistributionPolicy, TowerPolicy>());
+  // Checked once, when the class is instantiated (the member types below use them).
+  static constexpr bool input_ok = detail::check_input<InputPolicy>();
+  static constexpr bool tower_ok = detail::check_tower_policy<TowerPolicy>();
+  static constexpr bool distribution_ok = detail::check_distribution<DistributionPolicy, TowerPolicy>();
 
  public:
   using input_type = InputPolicy;
   using tower_type = TowerPolicy;
   using distribution_type = DistributionPolicy;
-  using replicas_type = replicas_t<DistributionPolicy, TowerPolicy>;
+  using replicas_type = typename std::conditional_t<tower_ok && distribution_ok, detail::replicas_of<DistributionPolicy, TowerPolicy>,
+                                                    std::type_identity<detail::broken_part>>::type;
 
   Trainer(InputPolicy input, TowerPolicy tower, DistributionPolicy distribution,
           TrainOptions options, Callbacks... callbacks)
@@ -75,9 +88,10 @@ class Trainer {
         tower_(std::move(tower)),
         distribution_(std::move(distribution)),
         options_((options.validate(), std::move(options))),
-        replicas_(distribution_.build(tower_)),
+        replicas_(build_replicas()),
         callbacks_(std::move(callbacks)...) {
-    static_assert((detail::check_callback<Callbacks, Trainer>() && ...));
+    // A callback that breaks a rule gets none of its hooks called: nothing else fails.
+    [[maybe_unused]] constexpr bool callbacks_ok = (detail::check_callback<Callbacks, Trainer>() && ...);
   }
 
   Trainer(const Trainer&) = delete;  // callbacks may hold on to the trainer
@@ -85,22 +99,25 @@ class Trainer {
 
   // Trains with the distribution policy's default step.
   void train() {
-    static_assert(detail::check_trainable_tower<TowerPolicy, batch_t<InputPolicy>>());
-    static_assert(stepping_distribution<DistributionPolicy, TowerPolicy, InputPolicy>,
-                  "tp rule [distribution_policy: run_step]: this distribution policy has no "
-                  "default step for this tower and input; pass your own step to train()");
-    train([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); });
+    if constexpr (detail::check_default_step<DistributionPolicy, TowerPolicy, InputPolicy>())
+      train([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); });
   }
 
   // Trains with a step of the user's: step(trainer) runs one step and returns the cost (a
   // tensor, shown by the progress bar) or nothing. Every callback works as with the default.
   template <class Step>
-    requires std::invocable<Step&, Trainer&>
   void train(Step step) {
-    using step_result = std::invoke_result_t<Step&, Trainer&>;
+    static_assert(std::bool_constant<std::invocable<Step&, Trainer&>>::value,  // bool: see check_input
+                  "tp rule [step: takes the trainer]: a step is called as step(trainer); declare it "
+                  "as [](auto& trainer) { ... }");
+    using step_result = typename std::conditional_t<std::invocable<Step&, Trainer&>, std::invoke_result<Step&, Trainer&>,
+                                                    std::type_identity<void>>::type;
     static_assert(std::is_void_v<step_result> || std::is_convertible_v<step_result, torch::Tensor>,
                   "tp rule [step: returns a cost]: a step returns its cost as a torch::Tensor, or "
                   "nothing; wrap a number in torch::tensor(x)");
+    // A step that breaks a rule is not called: the rule is the only error.
+    constexpr bool returns_cost = !std::is_void_v<step_result> && std::is_convertible_v<step_result, torch::Tensor>;
+    constexpr bool returns_nothing = std::is_void_v<step_result> && std::invocable<Step&, Trainer&>;
     stop_requested_ = false;
     started_ = 0;
     run_setup();
@@ -128,10 +145,10 @@ class Trainer {
         for (std::int64_t index = first; index < options_.steps_per_epoch(); ++index) {
           local_step_ = index;  // after the loop it stays the index of the epoch's last step
           run_hook<detail::before_step_tag>();
-          if constexpr (std::is_void_v<step_result>) {
-            step(*this);
-          } else {
+          if constexpr (returns_cost) {
             last_cost_ = step(*this);
+          } else if constexpr (returns_nothing) {
+            step(*this);
           }
           ++global_step_;
           ++steps_done_;
@@ -218,6 +235,12 @@ class Trainer {
   // Same, from a one-element tensor; with no monitor it costs nothing (not even a device sync).
   void put_scalar(std::string_view name, const torch::Tensor& value) {
     if constexpr (has_monitors()) put_scalar(name, value.item<double>());
+  }
+  // Anything else breaks a rule, which this overload names (rather than "no matching function").
+  template <class Value>
+    requires(!scalar_value<Value>)
+  void put_scalar(std::string_view, const Value&) {
+    detail::check_scalar<Value>();
   }
 
   // --- state: what a checkpoint holds -------------------------------------------------------
@@ -369,6 +392,11 @@ class Trainer {
     else return true;
   }
 
+  replicas_type build_replicas() {
+    if constexpr (tower_ok && distribution_ok) return distribution_.build(tower_);
+    else return replicas_type();
+  }
+
   // A stop requested on any process ends every process at the same step.
   void agree_on_stop() {
     if constexpr (requires { replicas_.agree_to_stop(true); }) stop_requested_ = replicas_.agree_to_stop(stop_requested_);
@@ -421,7 +449,7 @@ class Trainer {
   static constexpr auto all_callbacks =
       hana::to_tuple(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(Callbacks)>));
 
-  InputPolicy input_;
+  std::conditional_t<input_ok, InputPolicy, detail::broken_part> input_;
   TowerPolicy tower_;
   DistributionPolicy distribution_;
   TrainOptions options_;

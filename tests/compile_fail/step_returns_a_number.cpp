@@ -1,4 +1,5 @@
 // EXPECT: tp rule \[step: returns a cost\]
+// MAX_LINES: 12
 #include "common.hpp"
 int main() {
   tp::Trainer trainer(cf::input(), cf::desc(), tp::SingleDevice(), cf::options());

@@ -1,4 +1,5 @@
 // EXPECT: tp rule \[trigger: step hook\]
+// MAX_LINES: 12
 #include "common.hpp"
 struct Validation {
   void after_epoch(auto&) {}

@@ -46,15 +46,30 @@ struct every_n_epochs {
 
 }  // namespace schedule
 
+namespace detail {
+// A trigger's rules; returns whether they hold (see check_callback). The hook rules are checked
+// only for a callback: for anything else they would repeat its error.
+template <class Inner, class Schedule>
+constexpr bool check_trigger() {
+  static_assert(callback<Inner>, "tp rule [callback: has a hook]: a trigger wraps a callback, and this is none");
+  if constexpr (callback<Inner>) {
+    static_assert(!Schedule::gates_steps || names_before_step<Inner> || names_after_step<Inner>,
+                  "tp rule [trigger: step hook]: a step trigger (every_n_steps, once_at_step) "
+                  "wraps a callback with before_step or after_step; this one has neither");
+    static_assert(Schedule::gates_steps || names_before_epoch<Inner> || names_after_epoch<Inner>,
+                  "tp rule [trigger: epoch hook]: every_n_epochs wraps a callback with "
+                  "before_epoch or after_epoch; this one has neither");
+    return Schedule::gates_steps ? names_before_step<Inner> || names_after_step<Inner>
+                                 : names_before_epoch<Inner> || names_after_epoch<Inner>;
+  }
+  return false;
+}
+}  // namespace detail
+
 template <class Inner, class Schedule>
 class Trigger : public detail::forward_hooks<Trigger<Inner, Schedule>, Inner> {
-  static_assert(callback<Inner>, "tp rule [callback: has a hook]: a trigger wraps a callback");
-  static_assert(!Schedule::gates_steps || detail::names_before_step<Inner> || detail::names_after_step<Inner>,
-                "tp rule [trigger: step hook]: a step trigger (every_n_steps, once_at_step) "
-                "wraps a callback with before_step or after_step; this one has neither");
-  static_assert(Schedule::gates_steps || detail::names_before_epoch<Inner> || detail::names_after_epoch<Inner>,
-                "tp rule [trigger: epoch hook]: every_n_epochs wraps a callback with "
-                "before_epoch or after_epoch; this one has neither");
+  // The factories check first and make no Trigger when a rule fails; this catches direct use.
+  static_assert(detail::check_trigger<Inner, Schedule>());
 
  public:
   Trigger(Schedule schedule, Inner inner) : schedule_(schedule), inner_(std::move(inner)) {}
@@ -86,21 +101,28 @@ inline std::int64_t positive(std::int64_t n, const char* what) {
     throw std::invalid_argument(std::string("tp::") + what + ": the period must be > 0, got " + std::to_string(n));
   return n;
 }
+
+// A callback that breaks a trigger rule makes no Trigger (see broken_callback).
+template <class Schedule, class Inner>
+auto make_trigger(Schedule schedule, Inner inner) {
+  if constexpr (check_trigger<Inner, Schedule>()) return Trigger<Inner, Schedule>(schedule, std::move(inner));
+  else return broken_callback{};
+}
 }  // namespace detail
 
-template <callback Inner>
+template <class Inner>
 auto every_n_steps(std::int64_t n, Inner inner) {
-  return Trigger<Inner, schedule::every_n_steps>({detail::positive(n, "every_n_steps")}, std::move(inner));
+  return detail::make_trigger(schedule::every_n_steps{detail::positive(n, "every_n_steps")}, std::move(inner));
 }
 
-template <callback Inner>
+template <class Inner>
 auto every_n_epochs(std::int64_t n, Inner inner) {
-  return Trigger<Inner, schedule::every_n_epochs>({detail::positive(n, "every_n_epochs")}, std::move(inner));
+  return detail::make_trigger(schedule::every_n_epochs{detail::positive(n, "every_n_epochs")}, std::move(inner));
 }
 
-template <callback Inner>
+template <class Inner>
 auto once_at_step(std::int64_t step, Inner inner) {
-  return Trigger<Inner, schedule::once_at_step>({detail::positive(step, "once_at_step")}, std::move(inner));
+  return detail::make_trigger(schedule::once_at_step{detail::positive(step, "once_at_step")}, std::move(inner));
 }
 
 // Runs a callback's epoch and step hooks only while pred(trainer) holds (tensorpack's
@@ -126,9 +148,11 @@ class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inne
   Inner inner_;
 };
 
-template <class Predicate, callback Inner>
+template <class Predicate, class Inner>
 auto enable_if(Predicate predicate, Inner inner) {
-  return EnabledIf<Inner, Predicate>(std::move(predicate), std::move(inner));
+  static_assert(callback<Inner>, "tp rule [callback: has a hook]: enable_if wraps a callback, and this is none");
+  if constexpr (callback<Inner>) return EnabledIf<Inner, Predicate>(std::move(predicate), std::move(inner));
+  else return detail::broken_callback{};
 }
 
 }  // namespace tp

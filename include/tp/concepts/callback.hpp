@@ -125,6 +125,9 @@ concept monitor_for = callback_for<C, Trainer> && detail::callable_on_scalar<C, 
 
 namespace detail {
 // One static_assert per rule, so the compiler's first error names the rule that was broken.
+// Each check returns whether its rules hold: the code that depends on them is then left
+// uninstantiated when they do not, and the rule's error is the whole diagnostic, not the first
+// of many.
 template <class C, class Trainer>
 constexpr bool check_callback() {
   static_assert(callback<C>,
@@ -147,8 +150,14 @@ constexpr bool check_callback() {
   static_assert(!names_on_scalar<C> || callable_on_scalar<C, Trainer>,
                 "tp rule [callback_for: hook signature]: the hook on_scalar of this callback "
                 "cannot be called as on_scalar(trainer&, std::string_view name, double value)");
-  return true;
+  return callback_for<C, Trainer>;
 }
+
+// What a callback wrapper (a trigger) is replaced by when its callback breaks a rule: a callback
+// that does nothing, so that the trainer it goes into adds no error to the rule's.
+struct broken_callback {
+  void after_train(auto&) {}
+};
 }  // namespace detail
 
 }  // namespace tp

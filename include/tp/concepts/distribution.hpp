@@ -18,6 +18,7 @@
 
 #include <torch/types.h>
 
+#include <tp/concepts/input.hpp>
 #include <tp/concepts/tower.hpp>
 
 namespace tp::detail {
@@ -44,12 +45,44 @@ concept stepping_distribution =
     };
 
 namespace detail {
+// replicas_t, formed only where std::conditional_t picks it (a trainer whose parts break a rule
+// holds a placeholder instead).
+template <class D, class Tower>
+struct replicas_of {
+  using type = replicas_t<D, Tower>;
+};
+
+// Each check returns whether its rules hold (see check_callback), and checks a rule only once
+// the rules it rests on hold.
 template <class D, class Tower>
 constexpr bool check_distribution() {
-  static_assert(builds_replicas<D, Tower>,
-                "tp rule [distribution_policy: build]: a distribution policy must have "
-                "`build(tower_policy)` returning the replicas it trains (see SingleDevice)");
-  return true;
+  if constexpr (!tower_policy<Tower>) {
+    return false;  // check_tower_policy names the rule
+  } else {
+    static_assert(builds_replicas<D, Tower>,
+                  "tp rule [distribution_policy: build]: a distribution policy must have "
+                  "`build(tower_policy)` returning the replicas it trains (see SingleDevice)");
+    if constexpr (builds_replicas<D, Tower>)
+      static_assert(distribution_policy<D, Tower>,
+                    "tp rule [distribution_policy: main_model]: the replicas that build() returns "
+                    "must have main_model(), returning the main tower's model as a module handle");
+    return distribution_policy<D, Tower>;
+  }
+}
+
+// The rules the default step (trainer.train() with no step) rests on.
+template <class D, class Tower, class Input>
+constexpr bool check_default_step() {
+  if constexpr (!input_policy<Input> || !check_distribution<D, Tower>()) {
+    return false;  // check_input or check_distribution names the rule
+  } else if constexpr (!check_trainable_tower<Tower, batch_t<Input>>()) {
+    return false;
+  } else {
+    static_assert(stepping_distribution<D, Tower, Input>,
+                  "tp rule [distribution_policy: run_step]: this distribution policy has no "
+                  "default step for this tower and input; pass your own step to train()");
+    return stepping_distribution<D, Tower, Input>;
+  }
 }
 }  // namespace detail
 

@@ -34,16 +34,19 @@ template <input_policy I>
 using batch_t = std::remove_cvref_t<decltype(std::declval<I&>().next_batch())>;
 
 namespace detail {
+// Returns whether the rules hold (see check_callback).
 template <class I>
 constexpr bool check_input() {
   static_assert(has_next_batch<I>,
                 "tp rule [input_policy: next_batch]: an input policy must have a member "
                 "`next_batch()` that returns the next batch by value (see FeedInput, "
                 "DummyInput)");
-  static_assert(std::move_constructible<I>,
+  // The concept as a plain bool: the compiler's account of std::move_constructible would only
+  // add the standard library's include chain to the rule.
+  static_assert(std::bool_constant<std::move_constructible<I>>::value,
                 "tp rule [input_policy: movable]: an input policy must be move-constructible; "
                 "the trainer owns it");
-  return true;
+  return input_policy<I>;
 }
 }  // namespace detail
 

@@ -81,33 +81,45 @@ concept trainable_tower =
     optimizer<std::remove_cvref_t<decltype(std::declval<P&>().make_optimizer(std::declval<model_t<P>&>()))>>;
 
 namespace detail {
+// Each check returns whether its rules hold (see check_callback). A rule about a part is checked
+// only once the rules it rests on hold: it could only repeat their error.
 template <class P>
 constexpr bool check_tower_policy() {
   static_assert(has_make_model<P>,
                 "tp rule [tower_policy: make_model]: a tower policy must have `make_model()`; "
                 "build one with tp::model_desc(make_model)");
-  static_assert(module_handle<decltype(std::declval<P&>().make_model())>,
-                "tp rule [tower_policy: module handle]: make_model() must return a handle to a "
-                "torch::nn::Module (a TORCH_MODULE holder or a std::shared_ptr<Module>)");
-  return true;
+  if constexpr (has_make_model<P>)
+    static_assert(module_handle<decltype(std::declval<P&>().make_model())>,
+                  "tp rule [tower_policy: module handle]: make_model() must return a handle to a "
+                  "torch::nn::Module (a TORCH_MODULE holder or a std::shared_ptr<Module>)");
+  return tower_policy<P>;
 }
 
 template <class P, class Batch>
 constexpr bool check_trainable_tower() {
-  using Model = model_t<P>;
-  static_assert(has_tower_function<P, Model, Batch>,
-                "tp rule [tower_function: callable]: the tower function must be callable as "
-                "f(const tp::TowerContext&, Model&, const Batch&) with the model that "
-                "make_model() returns and the batch that the input policy produces");
-  static_assert(!has_tower_function<P, Model, Batch> ||
-                    tower_function_returns_tensor<P, Model, Batch>,
-                "tp rule [tower_function: returns tensor]: the tower function must return the "
-                "cost as a torch::Tensor (a scalar); a float or a pair is not a cost");
-  static_assert(has_optimizer_factory<P, Model>,
-                "tp rule [tower_policy: optimizer]: the default step needs an optimizer; give "
-                "one with .optimizer([](Model& m) { return torch::optim::SGD(...); }) or pass "
-                "your own step to train()");
-  return true;
+  if constexpr (!tower_policy<P>) {
+    return false;  // check_tower_policy names the rule
+  } else {
+    using Model = model_t<P>;
+    static_assert(has_tower_function<P, Model, Batch>,
+                  "tp rule [tower_function: callable]: the tower function must be callable as "
+                  "f(const tp::TowerContext&, Model&, const Batch&) with the model that "
+                  "make_model() returns and the batch that the input policy produces");
+    static_assert(!has_tower_function<P, Model, Batch> ||
+                      tower_function_returns_tensor<P, Model, Batch>,
+                  "tp rule [tower_function: returns tensor]: the tower function must return the "
+                  "cost as a torch::Tensor (a scalar); a float or a pair is not a cost");
+    static_assert(has_optimizer_factory<P, Model>,
+                  "tp rule [tower_policy: optimizer]: the default step needs an optimizer; give "
+                  "one with .optimizer([](Model& m) { return torch::optim::SGD(...); }) or pass "
+                  "your own step to train()");
+    if constexpr (has_optimizer_factory<P, Model>)
+      static_assert(optimizer<optimizer_t<P>>,
+                    "tp rule [optimizer: zero_grad and step]: the optimizer factory must return "
+                    "the optimizer itself, movable and with zero_grad() and step() (not a "
+                    "pointer to it)");
+    return trainable_tower<P, Batch>;
+  }
 }
 }  // namespace detail
 
