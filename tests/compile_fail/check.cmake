@@ -17,6 +17,15 @@ if(head MATCHES "^[^\n]*\n// MAX_LINES: ([0-9]+)\n" AND CMAKE_MATCH_1 LESS max_l
   set(max_lines ${CMAKE_MATCH_1})
 endif()
 
+# What the case builds on first (PREREQUISITE: the precompiled header; and the build system,
+# re-run when a CMakeLists.txt changed), so that their output is not taken for the case's.
+if(PREREQUISITE)
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${PREREQUISITE}"
+                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "${PREREQUISITE}, which the case builds on, did not build:\n${out}")
+  endif()
+endif()
 execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}"
                 RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(result EQUAL 0)
@@ -32,10 +41,11 @@ endif()
 message(STATUS "first error: ${first_error}")
 
 # The compiler's lines only: not the build tool's progress, failure and command lines (ninja
-# prints the failed command on the line after "FAILED:"; make prints none).
+# prints the failed command on the line after "FAILED:"; make prints none), nor CMake's own
+# ("-- ..."), should it re-run all the same.
 set(diagnostic "\n${out}")
 string(REGEX REPLACE "\nFAILED: [^\n]*\n[^\n]*" "" diagnostic "${diagnostic}")
-string(REGEX REPLACE "\n(ninja: |g?make(\\[[0-9]+\\])?: |\\[[0-9]+/[0-9]+\\] |\\[ *[0-9]+%\\] )[^\n]*" "" diagnostic "${diagnostic}")
+string(REGEX REPLACE "\n(-- |ninja: |g?make(\\[[0-9]+\\])?: |\\[[0-9]+/[0-9]+\\] |\\[ *[0-9]+%\\] )[^\n]*" "" diagnostic "${diagnostic}")
 string(REGEX REPLACE "\n+$" "" diagnostic "${diagnostic}")
 string(REGEX MATCHALL "\n" newlines "${diagnostic}")
 list(LENGTH newlines lines)
