@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: setup configure demo test bench sanitize clean
+.PHONY: setup configure demo test test-debian13 bench sanitize clean
 
 setup:
 	@bash scripts/setup.sh
@@ -15,10 +15,17 @@ demo: configure
 	@cmake --build $(BUILD) --target fashion_mnist -j $(JOBS)
 	@$(BUILD)/examples/fashion_mnist --epochs 3 --min-accuracy 0.90
 
-# Builds everything and runs the whole suite (unit, compile-fail, example and package tests).
+# Builds everything and runs the whole suite (unit, compile-fail, example and package tests),
+# then the numerics-sensitive tests again under other BLAS kernels and thread counts.
 test: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@JOBS=$(JOBS) bash scripts/kernel_matrix.sh $(BUILD)
+
+# The same suite on Debian 13 (LibTorch 2.6, g++ 14, CMake 3.31) in a debootstrap root kept in
+# ~/.cache/tp (needs root; see scripts/debian13.sh).
+test-debian13:
+	@JOBS=$(JOBS) bash scripts/debian13.sh test
 
 bench: configure
 	@cmake --build $(BUILD) --target benches -j $(JOBS)
@@ -38,4 +45,4 @@ sanitize: setup
 	done
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD).configure.log build-debian13 build-debian13.configure.log

@@ -4,6 +4,16 @@
 // The real data are 2-D points from N((3, -2), diag(0.5, 1.0)^2). The generator learns to turn
 // uniform noise into such points; the program checks the mean and spread it learned and exits
 // non-zero if they are off.
+//
+// A GAN's last iterate circles the equilibrium rather than settling on it, and which point of
+// the circle the last step lands on depends on the BLAS kernels and thread count (the same
+// program ended 0.14 or 0.48 away from the true mean on two CPUs). The check is therefore made
+// on the generator's averaged weights (WeightEMA; Yazici et al., "The unusual effectiveness of
+// averaging in GAN training", 2019), which sit near the centre of that circle on any CPU. The
+// spread is learned more slowly than the mean (std_x 0.27 at epoch 5 and 0.45 at epoch 11 in one
+// run), hence 12 epochs. Over 4 seeds, the Sandybridge, Haswell and SkylakeX kernels and 1 or 2
+// threads, the averaged generator ended within 0.06 of the true mean and 0.18 of the true
+// spread: the 0.3 bounds hold with margin.
 #include <cmath>
 #include <iostream>
 
@@ -64,8 +74,8 @@ int main() try {
                          torch::optim::Adam(gan->discriminator->parameters(), options)};
   });
   tp::Trainer trainer(RealSamples{}, std::move(desc), tp::SingleDevice(),
-                      tp::TrainOptions().steps_per_epoch(500).max_epoch(6), tp::ProgressBar(),
-                      GeneratedStats{}, tp::ScalarPrinter());
+                      tp::TrainOptions().steps_per_epoch(500).max_epoch(12), tp::ProgressBar(), tp::WeightEMA(0.995),
+                      tp::with_ema_weights(GeneratedStats{}), tp::ScalarPrinter());
 
   // One step: a discriminator update, then a generator update (non-saturating loss).
   trainer.train([](auto& t) {
@@ -91,7 +101,7 @@ int main() try {
     return g_loss.detach();
   });
 
-  const auto& stats = trainer.callback<GeneratedStats>();
+  const auto& stats = trainer.callback<tp::WithEMAWeights<GeneratedStats>>().inner();
   const double mean_error = (stats.mean - real_mean).abs().max().item<double>();
   const double std_error = (stats.std - real_std).abs().max().item<double>();
   std::cout << "generated mean error " << mean_error << ", std error " << std_error << "\n";

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The numerics-sensitive tests again under other BLAS kernels and intra-op thread counts.
+#
+# OpenBLAS picks its kernels by CPU (Sandybridge, Haswell, SkylakeX, Cooperlake, Zen, ...) and
+# each rounds differently in the last bits, as do different numbers of intra-op threads. A test
+# that checks learning must hold on all of them, and a bitwise test (resume, tower equivalence)
+# must compare two runs made on the same kernels. The tests labelled `numerics` (learning
+# checks, bitwise resume, tower and process equivalence) run once per kernel this CPU can
+# execute, with 1 and with 2 threads.
+#
+#   scripts/kernel_matrix.sh BUILD_DIR        (make test runs it after the whole suite)
+set -euo pipefail
+build=${1:?usage: scripts/kernel_matrix.sh BUILD_DIR}
+jobs=${JOBS:-$(nproc)}
+
+kernels=(Sandybridge Haswell)
+grep -qw avx512f /proc/cpuinfo && kernels+=(SkylakeX)   # AVX-512 kernels need an AVX-512 CPU
+
+failed=()
+for kernel in "${kernels[@]}"; do
+  for threads in 1 2; do
+    echo "== kernel matrix: OPENBLAS_CORETYPE=$kernel, $threads intra-op thread(s)"
+    # OMP_NUM_THREADS sets LibTorch's intra-op threads; OpenBLAS's own pool follows it too.
+    if ! OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads \
+         ctest --test-dir "$build" -L numerics -j "$jobs" --output-on-failure; then
+      failed+=("OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads")
+    fi
+  done
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'kernel matrix: failed under %s\n' "${failed[@]}" >&2
+  exit 1
+fi
