@@ -482,6 +482,41 @@ TEST(LogDir, TheEnvironmentChoosesAndABadValueIsAnError) {
   EXPECT_TRUE(fs::exists(run / "stats.json"));
 }
 
+// A folder that cannot be made or written is named, with what is in the way, before the run
+// starts: by log_dir, and by the savers and monitors given such a folder directly.
+TEST(LogDir, AFolderThatCannotBeMadeOrWrittenIsNamed) {
+  TempDir dir("logdir_bad");
+  const auto file = dir.path / "a_file";
+  std::ofstream(file) << "not a folder";
+  auto message = [](auto&& make) -> std::string {
+    try {
+      make();
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  std::ostringstream log;
+  EXPECT_EQ(message([&] { tp::log_dir(file / "run", tp::if_exists::keep, log); }),
+            "tp::log_dir: the log folder " + (file / "run").string() + " cannot be made: " + file.string() +
+                " is a file, not a folder; choose another folder, or move the file away");
+  EXPECT_TRUE(fs::is_regular_file(file));
+  auto trainer_with = [](auto callback) { return tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), std::move(callback)); };
+  EXPECT_NE(message([&] { trainer_with(tp::ModelSaver(file / "ckpt")).train(); }).find("tp::ModelSaver: the checkpoint folder"),
+            std::string::npos);
+  EXPECT_NE(message([&] { trainer_with(tp::JSONWriter(file / "logs")).train(); }).find("tp::JSONWriter: the log folder"), std::string::npos);
+  EXPECT_NE(message([&] { trainer_with(tp::TensorBoardWriter(file / "logs")).train(); }).find("tp::TensorBoardWriter: the log folder"),
+            std::string::npos);
+  EXPECT_NE(message([&] { trainer_with(tp::MinSaver(file / "best", "loss")).train(); }).find("tp::MinSaver/MaxSaver: the checkpoint folder"),
+            std::string::npos);
+  if (!fs::is_directory("/sys/kernel")) GTEST_SKIP() << "no /sys here: a folder nobody may write into is not at hand";
+  // sysfs refuses new folders and files even to root, for whom permission bits do not count.
+  EXPECT_NE(message([&] { tp::log_dir("/sys/tp_logs/run", tp::if_exists::keep, log); }).find("/sys/tp_logs/run cannot be made ("),
+            std::string::npos);
+  EXPECT_NE(message([&] { tp::log_dir("/sys/kernel", tp::if_exists::keep, log); }).find("/sys/kernel cannot be written ("),
+            std::string::npos);
+}
+
 // --- kill and resume ------------------------------------------------------------------------
 
 namespace {

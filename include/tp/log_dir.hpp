@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <tp/distributed/environment.hpp>
+#include <tp/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -69,7 +70,7 @@ inline std::filesystem::path log_dir(std::filesystem::path folder, if_exists act
       throw std::invalid_argument("tp::log_dir: new_dir cannot be used with several processes (each would pick its own folder); use "
                                   "backup or remove, or give each run its own folder");
     if (pe.rank != 0) {
-      std::filesystem::create_directories(folder);
+      detail::make_writable_folder(folder, "tp::log_dir: the log folder");
       return folder;
     }
     if (action == if_exists::ask) action = if_exists::keep;  // rank 0's terminal is the launcher's
@@ -109,7 +110,7 @@ inline std::filesystem::path log_dir(std::filesystem::path folder, if_exists act
         break;
     }
   }
-  std::filesystem::create_directories(folder);
+  detail::make_writable_folder(folder, "tp::log_dir: the log folder");
   return folder;
 }
 

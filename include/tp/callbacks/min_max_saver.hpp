@@ -15,6 +15,7 @@
 
 #include <tp/checkpoint.hpp>
 #include <tp/detail/plateau.hpp>
+#include <tp/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -27,6 +28,10 @@ class BestSaver {
   BestSaver(std::filesystem::path folder, std::string scalar) : path_(std::move(folder) / file_name(scalar)), plateau_(std::move(scalar), Goal, 0.0) {}
 
   template <class Trainer>
+  void before_train(Trainer&) {
+    detail::make_writable_folder(path_.parent_path(), "tp::MinSaver/MaxSaver: the checkpoint folder");
+  }
+  template <class Trainer>
   void on_scalar(Trainer&, std::string_view name, double value) {
     plateau_.see(name, value);
   }
@@ -34,7 +39,6 @@ class BestSaver {
   void after_epoch(Trainer& trainer) {
     const auto stalled = plateau_.end_epoch(trainer.epoch_num());
     if (!stalled || *stalled != 0) return;
-    std::filesystem::create_directories(path_.parent_path());
     save_checkpoint(trainer, path_);
     ++saves_;
   }

@@ -29,6 +29,7 @@
 
 #include <tp/checkpoint.hpp>
 #include <tp/detail/atomic_file.hpp>
+#include <tp/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -82,7 +83,7 @@ class ModelSaver {
 
   template <class Trainer>
   void setup(Trainer& trainer) {
-    std::filesystem::create_directories(folder_);
+    detail::make_writable_folder(folder_, "tp::ModelSaver: the checkpoint folder");
     if (trainer.is_chief()) remove_partial_writes();
     resumed_from_.reset();
     if (!resume_) return;

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <tp/detail/atomic_file.hpp>
+#include <tp/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -37,7 +38,7 @@ class JSONWriter {
 
   template <class Trainer>
   void before_train(Trainer& trainer) {
-    std::filesystem::create_directories(path_.parent_path());
+    detail::make_writable_folder(path_.parent_path(), "tp::JSONWriter: the log folder");
     entries_ = load(path_);
     std::erase_if(entries_, [&](const json& e) { return whole_number(e, "epoch_num") >= trainer.epoch_num() + 1; });
   }

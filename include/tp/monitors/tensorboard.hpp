@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <tp/detail/crc32c.hpp>
+#include <tp/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -109,7 +110,7 @@ class TensorBoardWriter {
   template <class Trainer>
   void before_train(Trainer& trainer) {
     if (file_) return;
-    std::filesystem::create_directories(folder_);
+    detail::make_writable_folder(folder_, "tp::TensorBoardWriter: the log folder");
     char host[256] = "localhost";
     ::gethostname(host, sizeof host - 1);
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# make test-debian13: the whole suite again on Debian 13 (trixie), with its LibTorch 2.6, g++ 14
+# and CMake 3.31, in a root made with debootstrap and entered with chroot. Debian 13's LibTorch
+# needs a newer C library than Debian 12's, so it cannot be installed beside the host's.
+#
+# The root is kept in a cache folder ($TP_CACHE_DIR, default ~/.cache/tp/debian13), so a machine
+# that has made it once only brings it up to date (scripts/setup.sh inside it installs what the
+# project needs, as on the host). Only a complete root is kept: an interrupted debootstrap is
+# started again. The source tree is bind-mounted at /tp; the build goes to build-debian13.
+#
+#   scripts/debian13.sh [make target ...]        (default: test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source=$PWD
+[ "$(id -u)" -eq 0 ] || { echo "test-debian13: debootstrap and chroot need root (run it with sudo)" >&2; exit 1; }
+cache=${TP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tp}
+root=$cache/debian13
+mirror=${TP_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(test)
+
+if [ ! -e "$root/.tp-root-complete" ]; then
+  if ! command -v debootstrap >/dev/null; then
+    echo "test-debian13: installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  fi
+  echo "test-debian13: making a Debian 13 root in $root (once; it is kept)"
+  rm -rf "$root.partial"
+  mkdir -p "$cache"
+  debootstrap --variant=minbase trixie "$root.partial" "$mirror" > "$cache/debootstrap.log" 2>&1 ||
+    { tail -20 "$cache/debootstrap.log"; echo "test-debian13: debootstrap failed (log: $cache/debootstrap.log)" >&2; exit 1; }
+  touch "$root.partial/.tp-root-complete"
+  mv "$root.partial" "$root"
+fi
+
+# What the suite needs from the host: processes, devices, sysfs, name resolution, the sources.
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+mount_at() {  # mount_at <inside the root> <mount arguments...>
+  mkdir -p "$root$1"
+  mount "${@:2}" "$root$1"
+  mounted+=("$root$1")
+}
+mount_at /proc -t proc proc
+mount_at /sys --rbind /sys
+mount_at /dev --rbind /dev
+mount_at /tp --bind "$source"
+# The CUDA and NCCL headers, where the host has them: the CUDA syntax test type-checks tp's GPU
+# paths against LibTorch 2.6's c10d too.
+[ -d /usr/local/cuda/include ] && mount_at /usr/local/cuda --bind /usr/local/cuda
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+
+# A clean environment, as a new user's, keeping what CI and the BLAS kernels need.
+pass=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb)
+for name in CI JOBS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do
+  [ -n "${!name:-}" ] && pass+=("$name=${!name}")
+done
+echo "test-debian13: make ${targets[*]} in Debian 13 ($(chroot "$root" dpkg-query -W -f='libtorch-dev ${Version}' libtorch-dev 2>/dev/null || echo 'LibTorch not installed yet'))"
+chroot "$root" /usr/bin/env -i "${pass[@]}" make -C /tp BUILD=build-debian13 "${targets[@]}"
