@@ -3,7 +3,9 @@ include(CMakeFindDependencyMacro)
 find_dependency(Torch)
 find_dependency(ZLIB)
 find_dependency(range-v3)
-find_dependency(Boost 1.71)
+# Boost.Hana is header-only: its own CMake package (Boost 1.70+), not the FindBoost module
+# that CMake 3.30 removed (policy CMP0167).
+find_dependency(Boost 1.71 CONFIG COMPONENTS headers)
 find_dependency(nlohmann_json 3.10)  # stats.json
 # CUDA parts compile only when LibTorch itself has CUDA.
 if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make
   libtorch-dev          # LibTorch (CPU)
-  libopenblas0-pthread  # without it Debian's LibTorch runs on the reference BLAS, ~20x slower
+  libopenblas0-openmp   # without it Debian's LibTorch runs on the reference BLAS, ~20x slower
   libgloo-dev           # c10d's Gloo backend
   librange-v3-dev       # dataflows
   libboost-dev          # Boost.Hana
@@ -21,19 +21,38 @@ packages=(
   iproute2              # ip netns: the two-host multi-process test
 )
 
+# LibTorch's intra-op threads are OpenMP's. OpenBLAS built for OpenMP shares that pool; the
+# pthread build (Debian's default where both are installed) brings threads of its own that
+# fight LibTorch's spinning ones for the cores: on 2 cores, LibTorch 2.6 ran the GAN example's
+# small steps 60x slower with it, and 1.13 2.4x slower.
+blas_alternatives() {
+  local arch n
+  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+  for n in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+    [ "$(readlink "/etc/alternatives/$n-$arch")" = "/usr/lib/$arch/openblas-openmp/$n" ] ||
+      echo "$n-$arch /usr/lib/$arch/openblas-openmp/$n"
+  done
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && [ -z "$(blas_alternatives)" ] && exit 0
 
-echo "setup: installing ${missing[*]}"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "setup: run as root, or install: ${missing[*]}" >&2; exit 1; }
+  command -v sudo >/dev/null || { echo "setup: run as root, or install: ${missing[*]} (and select OpenBLAS's OpenMP build)" >&2; exit 1; }
   sudo=sudo
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+blas_alternatives | while read -r name path; do
+  echo "setup: BLAS: $name -> $path"
+  $sudo update-alternatives --quiet --set "$name" "$path"
+done
 echo "setup: done"

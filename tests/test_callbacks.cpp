@@ -281,7 +281,7 @@ TEST(JSONWriter, ContinuesAFileAnotherToolWrote) {
 TEST(JSONWriter, AFileItCannotContinueIsReportedAndKept) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"[{\"epoch_num\": 1, \"global_st", "parse error at line 1, column 29"},
-      {"", "unexpected end of input"},
+      {"", "it is empty"},
       {"{\"epoch_num\": 1, \"global_step\": 1}", "it is not a list"},
       {"[{\"epoch_num\": 1, \"global_step\": 1}, 3]", "entry 1 is not an object"},
       {"[{\"global_step\": 1}]", "entry 0 has no whole number epoch_num"},

@@ -88,6 +88,8 @@ class JSONWriter {
     if (!std::filesystem::exists(path)) return {};
     std::ifstream in(path);
     if (!in) throw fail("it cannot be opened");
+    // Said here, not by the parser: nlohmann-json's words for it differ between versions.
+    if (in.peek() == std::ifstream::traits_type::eof()) throw fail("it is empty");
     json file;
     try {
       file = json::parse(in);
