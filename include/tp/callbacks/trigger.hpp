@@ -51,8 +51,9 @@ namespace detail {
 // only for a callback: for anything else they would repeat its error.
 template <class Inner, class Schedule>
 constexpr bool check_trigger() {
-  static_assert(callback<Inner>, "tp rule [callback: has a hook]: a trigger wraps a callback, and this is none");
-  if constexpr (callback<Inner>) {
+  constexpr bool wraps_a_callback = callback<Inner>;  // a variable: see check_callback
+  static_assert(wraps_a_callback, "tp rule [callback: has a hook]: a trigger wraps a callback, and this is none");
+  if constexpr (wraps_a_callback) {
     static_assert(!Schedule::gates_steps || names_before_step<Inner> || names_after_step<Inner>,
                   "tp rule [trigger: step hook]: a step trigger (every_n_steps, once_at_step) "
                   "wraps a callback with before_step or after_step; this one has neither");
@@ -150,8 +151,9 @@ class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inne
 
 template <class Predicate, class Inner>
 auto enable_if(Predicate predicate, Inner inner) {
-  static_assert(callback<Inner>, "tp rule [callback: has a hook]: enable_if wraps a callback, and this is none");
-  if constexpr (callback<Inner>) return EnabledIf<Inner, Predicate>(std::move(predicate), std::move(inner));
+  constexpr bool wraps_a_callback = callback<Inner>;  // a variable: see check_callback
+  static_assert(wraps_a_callback, "tp rule [callback: has a hook]: enable_if wraps a callback, and this is none");
+  if constexpr (wraps_a_callback) return EnabledIf<Inner, Predicate>(std::move(predicate), std::move(inner));
   else return detail::broken_callback{};
 }
 
