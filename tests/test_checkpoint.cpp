@@ -523,24 +523,27 @@ namespace {
 
 struct Child {
   pid_t pid = -1;
-  int out = -1;  // its stdout
+  int out = -1;   // its stdout
+  int go_on = -1;  // in lockstep, its stdin: a byte lets it go on after the step it printed
 };
 
-Child spawn_worker(const fs::path& logdir, const fs::path& weights) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+Child spawn_worker(const fs::path& logdir, const fs::path& weights, bool lockstep = false) {
+  int out[2], in[2];
+  if (::pipe(out) != 0 || ::pipe(in) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::close(fds[0]);
-    ::close(fds[1]);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(in[0], STDIN_FILENO);
+    for (int fd : {out[0], out[1], in[0], in[1]}) ::close(fd);
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, STDERR_FILENO);  // the resume messages
-    ::execl(TP_RESUME_WORKER, TP_RESUME_WORKER, logdir.c_str(), weights.c_str(), static_cast<char*>(nullptr));
+    ::execl(TP_RESUME_WORKER, TP_RESUME_WORKER, logdir.c_str(), weights.c_str(), lockstep ? "--lockstep" : static_cast<char*>(nullptr),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ::close(fds[1]);
-  return {pid, fds[0]};
+  ::close(out[1]);
+  ::close(in[0]);
+  return {pid, out[0], in[1]};
 }
 
 int wait_for(pid_t pid) {
@@ -570,23 +573,32 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
     while (::read(child.out, buffer, sizeof buffer) > 0) {
     }
     ::close(child.out);
+    ::close(child.go_on);
     const int status = wait_for(child.pid);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the reference run failed";
   }
 
+  // The killed runs go in lockstep: after printing a step, a run waits to be told to go on, so
+  // that it is killed exactly at the step drawn (with a free-running child, the steps it makes
+  // while the kill is on its way made the count of kills depend on the machine's speed).
+  constexpr int total_steps = 54;  // resume_worker: 6 epochs of 9 steps
+  ::signal(SIGPIPE, SIG_IGN);      // a "go on" to a run that has just ended is an error, not a signal
   const auto seed = std::random_device{}();
   std::mt19937 random(seed);
   SCOPED_TRACE("random seed " + std::to_string(seed));
   int kills = 0, kills_in_write = 0, runs = 0;
   for (bool finished = false; !finished; ++runs) {
     ASSERT_LT(runs, 40) << "the run never finished";
-    const bool during_write = runs % 2 == 1 && runs < 20;
-    const int after_steps = std::uniform_int_distribution<int>(1, 20)(random);
+    // Every run is killed until there have been 8 kills (odd runs while they write their n-th
+    // checkpoint, or at their last step if fewer writes are left); the runs after that finish.
+    const bool killing = kills < 8;
+    const bool during_write = killing && runs % 2 == 1;
+    int after_steps = std::uniform_int_distribution<int>(1, 20)(random);
     const int at_write = std::uniform_int_distribution<int>(1, 3)(random);
     const int watch = ::inotify_init1(IN_CLOEXEC);
     ::inotify_add_watch(watch, killed_dir.c_str(), IN_CREATE);
-    const auto child = spawn_worker(killed_dir, dir.path / "killed.bin");
-    int steps = 0, writes = 0;
+    const auto child = spawn_worker(killed_dir, dir.path / "killed.bin", /*lockstep=*/true);
+    int steps = 0, steps_left = total_steps, writes = 0;
     bool killed = false, open = true;
     std::string pending;
     while (open && !killed) {
@@ -608,13 +620,22 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
         char buffer[256];
         const auto n = ::read(child.out, buffer, sizeof buffer);
         if (n <= 0) open = false;
-        for (ssize_t i = 0; i < n; ++i)
-          if (buffer[i] == '\n' && ++steps == after_steps && !during_write && runs < 20) {
+        for (ssize_t i = 0; i < n; ++i) {
+          pending += buffer[i];
+          if (buffer[i] != '\n') continue;
+          // The first step of a run says where it resumed, and so how many steps it has left.
+          if (++steps == 1) steps_left = total_steps - std::stoi(pending.substr(5)) + 1;
+          pending.clear();
+          if (killing && steps == (during_write ? steps_left : std::min(after_steps, steps_left))) {
             ::kill(child.pid, SIGKILL);
             killed = true;
+          } else if (::write(child.go_on, "g", 1) != 1) {
+            open = false;  // it has gone: its output ends too
           }
+        }
       }
     }
+    ::close(child.go_on);
     ::close(child.out);
     ::close(watch);
     const int status = wait_for(child.pid);
@@ -627,7 +648,7 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
     }
   }
   std::cout << "[          ] " << kills << " kills, " << kills_in_write << " during a checkpoint write, " << runs << " runs\n";
-  EXPECT_GE(kills, 5);
+  EXPECT_EQ(kills, 8);
   EXPECT_GE(kills_in_write, 1);
   const auto reference = read_all(dir.path / "reference.bin"), resumed = read_all(dir.path / "killed.bin");
   ASSERT_GT(reference.size(), 1000000u);

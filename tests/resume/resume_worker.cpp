@@ -1,13 +1,14 @@
 // The training run of the kill-and-resume test: a run whose every source of state matters.
 //
-//   resume_worker <logdir> <weights_out>
+//   resume_worker <logdir> <weights_out> [--lockstep]
 //
 // An MLP with dropout (the CPU generator), Adam (optimizer state), a warmup and a schedule of
 // the learning rate (hyperparameters), a shuffled dataflow read through QueueInput (the
 // dataflow's position, a background thread), WeightEMA and MovingAverage (callback state), and a
 // ModelSaver that checkpoints every 5 steps and every epoch and resumes from the newest whole
 // checkpoint. It prints "step N" after every step, so that a driver can kill it at a chosen
-// moment, and writes the final weights (and the averaged ones) to weights_out.
+// moment (with --lockstep it then waits for a byte on stdin before it goes on, so that the
+// moment is exact), and writes the final weights (and the averaged ones) to weights_out.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -34,16 +35,23 @@ struct Net : torch::nn::Module {
 };
 TORCH_MODULE_IMPL(NetHolder, Net);
 
-// Prints the global step after every step (flushed: the driver reads it through a pipe).
+// Prints the global step after every step (flushed: the driver reads it through a pipe); in
+// lockstep, waits for the driver's go-ahead. Checkpoint writers run after it at after_step.
 struct PrintStep {
-  void after_step(auto& trainer) { std::printf("step %lld\n", static_cast<long long>(trainer.global_step())), std::fflush(stdout); }
+  bool lockstep = false;
+  void after_step(auto& trainer) {
+    std::printf("step %lld\n", static_cast<long long>(trainer.global_step()));
+    std::fflush(stdout);
+    if (lockstep) std::getchar();
+  }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  if (argc != 3) {
-    std::cerr << "usage: resume_worker <logdir> <weights_out>\n";
+  const bool lockstep = argc == 4 && std::string(argv[3]) == "--lockstep";
+  if (argc != 3 && !lockstep) {
+    std::cerr << "usage: resume_worker <logdir> <weights_out> [--lockstep]\n";
     return 2;
   }
   torch::set_num_threads(1);  // the driver runs two of these at once on a small machine
@@ -60,7 +68,7 @@ int main(int argc, char** argv) try {
   tp::Trainer trainer(tp::QueueInput(std::move(flow), 4), std::move(desc), tp::SingleDevice(),
                       tp::TrainOptions().steps_per_epoch(9).max_epoch(6), tp::Warmup(tp::learning_rate(), 12, 1e-4),
                       tp::ScheduledHyperParamSetter(tp::learning_rate(), {{3, 5e-4}, {5, 2e-4}}), tp::WeightEMA(0.9),
-                      tp::MovingAverage("cost", 0.9), tp::ModelSaver(argv[1]).every_n_steps(5).keep_last(3), PrintStep{});
+                      tp::MovingAverage("cost", 0.9), tp::ModelSaver(argv[1]).every_n_steps(5).keep_last(3), PrintStep{lockstep});
   trainer.train();
 
   std::ofstream out(argv[2], std::ios::binary);
