@@ -26,8 +26,8 @@ suite: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Debian 13 (LibTorch 2.6, CMake 3.31) in a debootstrap root kept in ~/.cache/tp: make test with
-# g++ 14, then the suite with clang 19 (needs root; see scripts/debian13.sh).
+# Debian 13 (LibTorch 2.6, CMake 3.31) in a debootstrap root kept in ~/.cache/tp: the suite with
+# g++ 14, then with clang 19 (needs root; see scripts/debian13.sh).
 test-debian13:
 	@JOBS=$(JOBS) bash scripts/debian13.sh
 

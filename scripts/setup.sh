@@ -25,12 +25,14 @@ packages=(
 # pthread build (Debian's default where both are installed) brings threads of its own that
 # fight LibTorch's spinning ones for the cores: on 2 cores, LibTorch 2.6 ran the GAN example's
 # small steps 60x slower with it, and 1.13 2.4x slower.
-blas_alternatives() {
-  local arch n
-  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
-  for n in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
-    [ "$(readlink "/etc/alternatives/$n-$arch")" = "/usr/lib/$arch/openblas-openmp/$n" ] ||
-      echo "$n-$arch /usr/lib/$arch/openblas-openmp/$n"
+blas_alternatives() {  # the alternatives not yet on the OpenMP build, once it is installed
+  local dir arch n
+  for dir in /usr/lib/*/openblas-openmp; do
+    [ -d "$dir" ] || continue
+    arch=$(basename "$(dirname "$dir")")
+    for n in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+      [ "$(readlink "/etc/alternatives/$n-$arch")" = "$dir/$n" ] || echo "$n-$arch $dir/$n"
+    done
   done
 }
 
