@@ -68,6 +68,8 @@ done
 echo "test-debian13: Debian 13 with $(chroot "$root" dpkg-query -W -f='libtorch-dev ${Version}' libtorch-dev 2>/dev/null || echo 'LibTorch not installed yet')"
 in_root() { chroot "$root" /usr/bin/env -i "${pass[@]}" "$@"; }
 in_root bash /tp/scripts/setup.sh   # a new root has no make yet
+in_root sh -c 'dpkg-query -W -f="\${Status}" clang 2>/dev/null | grep -q "install ok installed" ||
+               { echo "test-debian13: installing clang"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >/dev/null; }'
 echo "== test-debian13: the suite with g++"
 in_root make -C /tp BUILD=build-debian13 suite
 echo "== test-debian13: the suite with clang"
