@@ -1,9 +1,18 @@
 #pragma once
-// What the tests share: a tiny regression problem and the spy callback that records hooks.
+// What the tests share: a tiny regression problem, the spy callback that records hooks, and
+// for the resume tests a temporary folder and a small MLP whose every state a resume must
+// bring back.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <tp/tp.hpp>
 #include <torch/torch.h>
@@ -46,6 +55,7 @@ struct Spy {
   void before_step(auto& t) { record("before_step", t); }
   void after_step(auto& t) { record("after_step", t); }
   void after_epoch(auto& t) { record("after_epoch", t); }
+  void on_interrupt(auto& t) { record("on_interrupt", t); }
   void after_train(auto& t) { record("after_train", t); }
 };
 
@@ -61,6 +71,75 @@ template <class... Callbacks>
 auto make_trainer(tp::TrainOptions options, Callbacks... callbacks) {
   return tp::Trainer(tp::DummyInput(regression_batch()), linear_desc(), tp::SingleDevice(), options,
                      std::move(callbacks)...);
+}
+
+// --- resume ----------------------------------------------------------------------------------
+
+// A fresh folder under the system's temporary folder, removed at the end.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name) : path(std::filesystem::temp_directory_path() / ("tp_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+inline std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A small MLP with dropout, trained with SGD + momentum on a shuffled dataflow: everything a
+// resume must bring back (weights, momentum, the CPU generator, the dataflow's position).
+struct Mlp : torch::nn::Module {
+  Mlp() {
+    torch::manual_seed(21);
+    a = register_module("a", torch::nn::Linear(6, 16));
+    b = register_module("b", torch::nn::Linear(16, 1));
+  }
+  torch::Tensor forward(torch::Tensor x) { return b->forward(torch::dropout(torch::relu(a->forward(x)), 0.25, is_training())); }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+};
+TORCH_MODULE_IMPL(MlpHolder, Mlp);
+
+inline auto mlp_flow() {
+  torch::manual_seed(4);
+  auto x = torch::randn({40, 6});
+  auto y = x.sum(1, true);
+  return tp::data::examples(x, y) | tp::data::shuffle(9) | tp::data::batch(8);
+}
+
+inline auto mlp_desc() {
+  return tp::model_desc([] { return MlpHolder(); })
+      .tower_function([](const tp::TowerContext&, MlpHolder& m, const Batch& b) { return torch::mse_loss(m->forward(b.data), b.target); })
+      .optimizer([](MlpHolder& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.02).momentum(0.9)); });
+}
+
+template <class... Callbacks>
+auto mlp_trainer(tp::TrainOptions options, Callbacks... callbacks) {
+  return tp::Trainer(tp::FeedInput(mlp_flow()), mlp_desc(), tp::SingleDevice(), std::move(options), std::move(callbacks)...);
+}
+// Epochs of 7 steps.
+template <class... Callbacks>
+auto mlp_trainer(int max_epoch, Callbacks... callbacks) {
+  return mlp_trainer(tp::TrainOptions().steps_per_epoch(7).max_epoch(max_epoch), std::move(callbacks)...);
+}
+
+inline std::vector<torch::Tensor> weights_of(auto& trainer) {
+  std::vector<torch::Tensor> w;
+  for (const auto& p : trainer.model()->parameters()) w.push_back(p.detach().clone());
+  return w;
+}
+
+inline void expect_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].sizes(), b[i].sizes());
+    EXPECT_EQ(std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()), 0) << "tensor " << i << " differs";
+  }
 }
 
 }  // namespace tp_test

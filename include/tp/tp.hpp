@@ -10,6 +10,7 @@
 #include <tp/callbacks/progress_bar.hpp>
 #include <tp/callbacks/reduce_on_plateau.hpp>
 #include <tp/callbacks/scheduled_hyperparam.hpp>
+#include <tp/callbacks/slurm_requeue.hpp>
 #include <tp/callbacks/warmup.hpp>
 #include <tp/callbacks/weight_ema.hpp>
 #include <tp/checkpoint.hpp>
@@ -46,4 +47,5 @@
 #include <tp/stop_training.hpp>
 #include <tp/tower_context.hpp>
 #include <tp/train_options.hpp>
+#include <tp/train_outcome.hpp>
 #include <tp/trainer.hpp>

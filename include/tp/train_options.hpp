@@ -1,10 +1,15 @@
 #pragma once
 // Loop options, in LibTorch's fluent style: TrainOptions().steps_per_epoch(100).max_epoch(5).
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/arg.h>
+
+#include <tp/detail/signals.hpp>
 
 namespace tp {
 
@@ -15,6 +20,18 @@ struct TrainOptions {
   // Epochs run are starting_epoch .. max_epoch, both included (tensorpack's convention).
   TORCH_ARG(int, starting_epoch) = 1;
   TORCH_ARG(int, max_epoch) = 1;
+  // A time budget for this train() call (0, the default: none), for a job with a wall-clock
+  // limit. Before each step the loop checks that the step, the epoch's end if the step closes
+  // an epoch, and a checkpoint still fit in what is left, judging by the longest of each seen so
+  // far; when they do not, it stops there as on a stop signal (an on-stop checkpoint, then
+  // after_train) and train() returns end_cause::time_limit. The budget starts afresh in each
+  // process: a resumed run has its own.
+  TORCH_ARG(std::chrono::milliseconds, max_time) = std::chrono::milliseconds::zero();
+  // Signals that stop training gracefully: the current step finishes, checkpoint writers save
+  // it, after_train runs, and train() returns end_cause::signal. A second SIGINT ends the
+  // process at once. The previous handlers are back when train() returns. Empty: tp leaves
+  // every signal's handling as it is.
+  TORCH_ARG(std::vector<int>, stop_signals) = {SIGINT, SIGTERM, SIGUSR1};
 
  public:
   // Throws std::invalid_argument saying what is wrong and how to set it right.
@@ -33,6 +50,10 @@ struct TrainOptions {
           ") is smaller than starting_epoch (" + std::to_string(starting_epoch_) +
           "); epochs run from starting_epoch to max_epoch inclusive, so max_epoch must be >= "
           "starting_epoch");
+    if (max_time_ < std::chrono::milliseconds::zero())
+      throw std::invalid_argument("tp::TrainOptions: max_time must be >= 0 (0: no time budget), got " +
+                                  std::to_string(max_time_.count()) + " ms");
+    detail::check_stop_signals(stop_signals_);
   }
 };
 

@@ -18,6 +18,11 @@
 //   throw too, the first exception wins.
 // - request_stop() finishes the current step (its after_step hooks run), closes the epoch with
 //   after_epoch and ends. Throwing tp::stop_training from the step or a hook ends at once.
+// - Interruptions (a stop signal, TrainOptions::max_time) end at the next boundary: after the
+//   current step's after_step hooks, or after the epoch's after_epoch hooks if it is closing.
+//   The epoch is not closed early: on_interrupt hooks run (checkpoint writers last: the on-stop
+//   save, which resumes at the next step), then after_train, and train() returns the outcome
+//   (tp/train_outcome.hpp). With many processes, all agree to end after the same step.
 // - epoch_num is the current epoch (starting_epoch - 1 in before_train, as in tensorpack; the
 //   last epoch run in after_train).
 // - global_step counts the steps ever finished: in before_step it excludes the current step,
@@ -51,8 +56,11 @@
 #include <tp/data/state.hpp>
 #include <tp/detail/archive.hpp>
 #include <tp/detail/hook_dispatch.hpp>
+#include <tp/detail/signals.hpp>
+#include <tp/detail/time_budget.hpp>
 #include <tp/stop_training.hpp>
 #include <tp/train_options.hpp>
+#include <tp/train_outcome.hpp>
 
 namespace tp {
 
@@ -98,15 +106,16 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // Trains with the distribution policy's default step.
-  void train() {
+  train_outcome train() {
     if constexpr (detail::check_default_step<DistributionPolicy, TowerPolicy, InputPolicy>())
-      train([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); });
+      return train([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); });
+    else return {};
   }
 
   // Trains with a step of the user's: step(trainer) runs one step and returns the cost (a
   // tensor, shown by the progress bar) or nothing. Every callback works as with the default.
   template <class Step>
-  void train(Step step) {
+  train_outcome train(Step step) {
     static_assert(std::bool_constant<std::invocable<Step&, Trainer&>>::value,  // bool: see check_input
                   "tp rule [step: takes the trainer]: a step is called as step(trainer); declare it "
                   "as [](auto& trainer) { ... }");
@@ -119,7 +128,12 @@ class Trainer {
     constexpr bool returns_cost = !std::is_void_v<step_result> && std::is_convertible_v<step_result, torch::Tensor>;
     constexpr bool returns_nothing = std::is_void_v<step_result> && std::invocable<Step&, Trainer&>;
     stop_requested_ = false;
+    outcome_ = {};
     started_ = 0;
+    // Stop signals only set a flag from here until train() returns, when the previous handlers
+    // are back; the loop reads the flag at its boundaries (should_stop).
+    const detail::signal_scope signals(options_.stop_signals());
+    budget_ = detail::time_budget(options_.max_time(), detail::time_budget::clock::now());
     run_setup();
     epoch_num_ = options_.starting_epoch() - 1;  // epochs finished, as tensorpack counts them
     const std::int64_t first_step = std::exchange(resume_step_, 0);
@@ -135,15 +149,17 @@ class Trainer {
       if constexpr (requires { input_.start(); }) input_.start();  // background threads, if any
       if constexpr (requires { replicas_.start(); }) replicas_.start();  // e.g. towers synced from the main one
       run_before_train();
-      for (int epoch = options_.starting_epoch(); epoch <= options_.max_epoch(); ++epoch) {
+      const std::int64_t steps = options_.steps_per_epoch();
+      for (int epoch = options_.starting_epoch(); epoch <= options_.max_epoch() && !outcome_.interrupted(); ++epoch) {
         epoch_num_ = epoch;  // after the loop it stays the last epoch run
         const std::int64_t first = epoch == options_.starting_epoch() ? first_step : 0;
         local_step_ = first;
         steps_done_ = first;
         epoch_closed_ = false;
         run_hook<detail::before_epoch_tag>();
-        for (std::int64_t index = first; index < options_.steps_per_epoch(); ++index) {
+        for (std::int64_t index = first; index < steps; ++index) {
           local_step_ = index;  // after the loop it stays the index of the epoch's last step
+          const auto began = budget_.limited() ? detail::time_budget::clock::now() : detail::time_budget::clock::time_point{};
           run_hook<detail::before_step_tag>();
           if constexpr (returns_cost) {
             last_cost_ = step(*this);
@@ -153,27 +169,45 @@ class Trainer {
           ++global_step_;
           ++steps_done_;
           run_hook<detail::after_step_tag, receivers::all_but_writers>();
+          const auto stepped = budget_.limited() ? detail::time_budget::clock::now() : began;
           run_hook<detail::after_step_tag, receivers::writers>();
-          agree_on_stop();
-          if (stop_requested_) break;
+          if (budget_.limited()) {
+            budget_.saw_step(stepped - began);
+            budget_.saw_checkpoint(detail::time_budget::clock::now() - stepped);
+          }
+          // Ahead: this epoch's end (after its last step), or the next step, which may close it.
+          if (should_stop(/*epoch_end_ahead=*/index + 2 >= steps)) break;
         }
+        if (outcome_.interrupted()) break;  // the epoch stays open: a resumed run finishes it
         if constexpr (requires { replicas_.end_epoch(epoch); }) replicas_.end_epoch(epoch);
         epoch_closed_ = true;
+        const auto closing = budget_.limited() ? detail::time_budget::clock::now() : detail::time_budget::clock::time_point{};
         run_hook<detail::after_epoch_tag, receivers::plain>();
         run_hook<detail::after_epoch_tag, receivers::monitors>();
+        const auto closed = budget_.limited() ? detail::time_budget::clock::now() : closing;
         run_hook<detail::after_epoch_tag, receivers::writers>();
-        agree_on_stop();
-        if (stop_requested_) break;
+        if (budget_.limited()) {
+          budget_.saw_epoch_end(closed - closing);
+          budget_.saw_checkpoint(detail::time_budget::clock::now() - closed);
+        }
+        if (should_stop(/*epoch_end_ahead=*/steps == 1)) break;
+      }
+      if (outcome_.interrupted()) {
+        run_hook<detail::on_interrupt_tag, receivers::all_but_writers>();
+        run_hook<detail::on_interrupt_tag, receivers::writers>();
       }
     } catch (const stop_training&) {
       // A requested end, not a failure: fall through to after_train and return.
+      outcome_.cause = end_cause::stop_requested;
     } catch (...) {
       stop_input();
       run_after_train(std::current_exception());
       throw;
     }
     stop_input();
+    outcome_.global_step = global_step_;
     run_after_train(nullptr);
+    return outcome_;
   }
 
   // --- loop state -------------------------------------------------------------------------
@@ -213,6 +247,9 @@ class Trainer {
   // Ends training after the current step and its epoch's after_epoch hooks.
   void request_stop() noexcept { stop_requested_ = true; }
   bool stop_requested() const noexcept { return stop_requested_; }
+  // How training is ending, once the loop has decided (in on_interrupt and after_train hooks);
+  // train() returns it.
+  const train_outcome& outcome() const noexcept { return outcome_; }
 
   // The cost the last step returned (undefined before the first step, or if the step returns
   // nothing), detached from the autograd graph. It is detached here, on first read, rather
@@ -397,9 +434,27 @@ class Trainer {
     else return replicas_type();
   }
 
-  // A stop requested on any process ends every process at the same step.
-  void agree_on_stop() {
-    if constexpr (requires { replicas_.agree_to_stop(true); }) stop_requested_ = replicas_.agree_to_stop(stop_requested_);
+  // At a step or epoch boundary: whether training ends here, and why (outcome_). Every process
+  // gets the same answer, so all end after the same step for the same reason: the processes
+  // agree on the largest stop code, so a signal outranks the time budget, which outranks a
+  // request (and of two signals the higher number wins).
+  static constexpr int stop_code_request = 1, stop_code_time = 2, stop_code_signal = 1000;
+  bool should_stop(bool epoch_end_ahead) {
+    int code = stop_requested_ ? stop_code_request : 0;
+    if (budget_.limited() && !budget_.allows_next_step(epoch_end_ahead, detail::time_budget::clock::now())) code = stop_code_time;
+    if (!options_.stop_signals().empty())
+      if (const int signal = detail::signal_scope::received()) code = stop_code_signal + signal;
+    if constexpr (requires { replicas_.agree_on_stop(code); }) code = replicas_.agree_on_stop(code);
+    if (code == 0) return false;
+    stop_requested_ = true;
+    outcome_.global_step = global_step_;
+    if (code >= stop_code_signal) {
+      outcome_.cause = end_cause::signal;
+      outcome_.signal = code - stop_code_signal;
+    } else {
+      outcome_.cause = code == stop_code_time ? end_cause::time_limit : end_cause::stop_requested;
+    }
+    return true;
   }
 
   void run_setup() {
@@ -467,6 +522,8 @@ class Trainer {
   bool epoch_closed_ = true;
   std::int64_t resume_step_ = 0;
   bool looping_ = false;
+  train_outcome outcome_;
+  detail::time_budget budget_{{}, {}};
   mutable torch::Tensor last_cost_;  // as the step returned it; last_cost() detaches it
 };
 

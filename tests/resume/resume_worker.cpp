@@ -1,14 +1,20 @@
-// The training run of the kill-and-resume test: a run whose every source of state matters.
+// The training run of the kill-and-resume and interrupt tests: a run whose every source of state
+// matters.
 //
 //   resume_worker <logdir> <weights_out> [--lockstep]
 //
 // An MLP with dropout (the CPU generator), Adam (optimizer state), a warmup and a schedule of
 // the learning rate (hyperparameters), a shuffled dataflow read through QueueInput (the
-// dataflow's position, a background thread), WeightEMA and MovingAverage (callback state), and a
-// ModelSaver that checkpoints every 5 steps and every epoch and resumes from the newest whole
-// checkpoint. It prints "step N" after every step, so that a driver can kill it at a chosen
-// moment (with --lockstep it then waits for a byte on stdin before it goes on, so that the
-// moment is exact), and writes the final weights (and the averaged ones) to weights_out.
+// dataflow's position, a background thread), WeightEMA and MovingAverage (callback state), a
+// validation at every epoch's end (InferenceRunner), and a ModelSaver that checkpoints every 5
+// steps and every epoch and resumes from the newest whole checkpoint.
+//
+// It prints an event line at chosen moments, so that a driver can kill or signal it there:
+// "compute N" inside step N's forward pass, "step N" after step N, "validate N" inside each
+// validation batch (N: the global step). With --lockstep it then waits for a byte on stdin
+// before it goes on, so that the moment is exact. Stop signals end it gracefully: it prints
+// "interrupted at global step N" and exits with 128 + the signal. At the end it writes the
+// final weights (and the averaged ones) to weights_out.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -35,21 +41,30 @@ struct Net : torch::nn::Module {
 };
 TORCH_MODULE_IMPL(NetHolder, Net);
 
-// Prints the global step after every step (flushed: the driver reads it through a pipe); in
-// lockstep, waits for the driver's go-ahead. Checkpoint writers run after it at after_step.
+bool lockstep = false;
+long long steps_done = 0;
+
+// Prints an event (flushed: the driver reads it through a pipe); in lockstep, waits for the
+// driver's go-ahead.
+void event(const char* what, long long step) {
+  std::printf("%s %lld\n", what, step);
+  std::fflush(stdout);
+  if (lockstep) std::getchar();
+}
+
+// Checkpoint writers run after it at after_step.
 struct PrintStep {
-  bool lockstep = false;
+  void before_step(auto& trainer) { steps_done = trainer.global_step(); }  // a resumed run starts past 0
   void after_step(auto& trainer) {
-    std::printf("step %lld\n", static_cast<long long>(trainer.global_step()));
-    std::fflush(stdout);
-    if (lockstep) std::getchar();
+    steps_done = trainer.global_step();
+    event("step", steps_done);
   }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const bool lockstep = argc == 4 && std::string(argv[3]) == "--lockstep";
+  lockstep = argc == 4 && std::string(argv[3]) == "--lockstep";
   if (argc != 3 && !lockstep) {
     std::cerr << "usage: resume_worker <logdir> <weights_out> [--lockstep]\n";
     return 2;
@@ -59,17 +74,29 @@ int main(int argc, char** argv) try {
   const auto x = torch::randn({200, 64});
   const auto y = x.slice(1, 0, 10).argmax(1);
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(5) | tp::data::batch(16);
+  const auto vx = torch::randn({40, 64});
+  auto validation = tp::data::examples(vx, vx.slice(1, 0, 10).argmax(1)) | tp::data::batch(20);
+  auto validate = [](NetHolder& net, const torch::data::Example<>& b) {
+    event("validate", steps_done);
+    return tp::outputs{{"cost", torch::nn::functional::cross_entropy(net->forward(b.data), b.target)}};
+  };
 
   auto desc = tp::model_desc([] { return NetHolder(); })
                   .tower_function([](const tp::TowerContext&, NetHolder& net, const torch::data::Example<>& b) {
-                    return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
+                    auto logits = net->forward(b.data);
+                    event("compute", steps_done + 1);
+                    return torch::nn::functional::cross_entropy(logits, b.target);
                   })
                   .optimizer([](NetHolder& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
   tp::Trainer trainer(tp::QueueInput(std::move(flow), 4), std::move(desc), tp::SingleDevice(),
                       tp::TrainOptions().steps_per_epoch(9).max_epoch(6), tp::Warmup(tp::learning_rate(), 12, 1e-4),
                       tp::ScheduledHyperParamSetter(tp::learning_rate(), {{3, 5e-4}, {5, 2e-4}}), tp::WeightEMA(0.9),
-                      tp::MovingAverage("cost", 0.9), tp::ModelSaver(argv[1]).every_n_steps(5).keep_last(3), PrintStep{lockstep});
-  trainer.train();
+                      tp::MovingAverage("cost", 0.9), tp::InferenceRunner(std::move(validation), validate, tp::ScalarStats({"cost"}, "val/")),
+                      tp::ModelSaver(argv[1]).every_n_steps(5).keep_last(3), PrintStep{});
+  if (const auto outcome = trainer.train(); outcome.interrupted()) {
+    std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
+    return outcome.exit_status();
+  }
 
   std::ofstream out(argv[2], std::ios::binary);
   auto write = [&](const torch::Tensor& t) {

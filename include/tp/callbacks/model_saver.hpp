@@ -13,6 +13,8 @@
 //   the previous one kept); it deletes the others it wrote. It never deletes a file it cannot
 //   read as a checkpoint.
 // - Resuming skips (and keeps, renamed .corrupt) a checkpoint that is not whole.
+// - When a stop signal or the time budget interrupts training, it saves the step the run
+//   stopped after (the on-stop save), unless it has just saved that step.
 // - It runs after every other callback of the step or epoch (a checkpoint writer), so that the
 //   state it saves is the state at the end of it. Only the chief writes; every process resumes,
 //   from the checkpoint the chief chose.
@@ -86,6 +88,7 @@ class ModelSaver {
     detail::make_writable_folder(folder_, "tp::ModelSaver: the checkpoint folder");
     if (trainer.is_chief()) remove_partial_writes();
     resumed_from_.reset();
+    last_saved_step_ = -1;
     if (!resume_) return;
     if (trainer.process_count() > 1) {
       // Rank 0 chooses (and sets aside corrupt files); the others load the same checkpoint,
@@ -101,6 +104,7 @@ class ModelSaver {
     } else {
       resumed_from_ = resume_from_latest(trainer, folder_, *log_);
     }
+    if (resumed_from_) last_saved_step_ = resumed_from_->global_step;
     if (resumed_from_)
       *log_ << "tp::ModelSaver: resumed from " << resumed_from_->path.string() << " (global step " << resumed_from_->global_step
             << "); training goes on at epoch " << trainer.starting_epoch() << "\n";
@@ -114,6 +118,10 @@ class ModelSaver {
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
     save(trainer);
+  }
+  template <class Trainer>
+  void on_interrupt(Trainer& trainer) {
+    if (last_saved_step_ != trainer.global_step()) save(trainer);
   }
 
   const std::filesystem::path& folder() const noexcept { return folder_; }
@@ -130,6 +138,7 @@ class ModelSaver {
   void save(Trainer& trainer) {
     if (!trainer.is_chief()) return;
     save_checkpoint(trainer, folder_ / checkpoint_file_name(trainer.global_step()));
+    last_saved_step_ = trainer.global_step();
     prune_and_index();
   }
 
@@ -180,6 +189,7 @@ class ModelSaver {
   bool resume_ = true;
   std::ostream* log_ = &std::cerr;
   std::optional<checkpoint_info> resumed_from_;
+  std::int64_t last_saved_step_ = -1;  // the global step of the newest checkpoint in the folder, if it wrote or resumed it
 };
 
 }  // namespace tp

@@ -1,7 +1,7 @@
 #pragma once
 // Triggers: run a callback's step hooks every N steps or once at a step, or its epoch hooks
-// every N epochs (tensorpack's PeriodicTrigger). The other hooks (setup, before_train, after_train,
-// on_scalar and the hooks of the other kind) always pass through, so the wrapped callback can
+// every N epochs (tensorpack's PeriodicTrigger). The other hooks (setup, before_train,
+// on_interrupt, after_train, on_scalar and the hooks of the other kind) always pass through, so the wrapped callback can
 // still set itself up and tear itself down.
 //
 //   tp::every_n_steps(100, PrintWeights{})     after_step at global_step 100, 200, ...
@@ -127,7 +127,7 @@ auto once_at_step(std::int64_t step, Inner inner) {
 }
 
 // Runs a callback's epoch and step hooks only while pred(trainer) holds (tensorpack's
-// EnableCallbackIf); setup, before_train, after_train and on_scalar always pass.
+// EnableCallbackIf); setup, before_train, on_interrupt, after_train and on_scalar always pass.
 template <class Inner, class Predicate>
 class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inner> {
  public:
@@ -137,7 +137,7 @@ class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inne
   template <class Tag, class Trainer>
   void dispatch(Trainer& trainer) {
     constexpr bool gated = !std::is_same_v<Tag, detail::setup_tag> && !std::is_same_v<Tag, detail::before_train_tag> &&
-                           !std::is_same_v<Tag, detail::after_train_tag>;
+                           !std::is_same_v<Tag, detail::on_interrupt_tag> && !std::is_same_v<Tag, detail::after_train_tag>;
     if constexpr (gated) {
       if (!predicate_(std::as_const(trainer))) return;
     }

@@ -10,6 +10,9 @@
 //   before_step(trainer)    before every step
 //   after_step(trainer)     after every step (global_step already counts it)
 //   after_epoch(trainer)    at the end of every epoch (tensorpack's trigger_epoch)
+//   on_interrupt(trainer)   when a stop signal or the time budget ends training early, after
+//                           the last step's hooks (or its epoch's end), before after_train:
+//                           checkpoint writers save there (the on-stop save)
 //   after_train(trainer)    once, on every exit path: normal end, stop request, exception
 //   on_scalar(trainer, name, value)   a scalar was put (monitors); name is std::string_view
 //
@@ -44,6 +47,7 @@ TP_DETAIL_HOOK_TRAITS(before_epoch)
 TP_DETAIL_HOOK_TRAITS(before_step)
 TP_DETAIL_HOOK_TRAITS(after_step)
 TP_DETAIL_HOOK_TRAITS(after_epoch)
+TP_DETAIL_HOOK_TRAITS(on_interrupt)
 TP_DETAIL_HOOK_TRAITS(after_train)
 #undef TP_DETAIL_HOOK_TRAITS
 
@@ -74,7 +78,7 @@ concept names_save_state =
 template <class C>
 concept names_any_hook = names_setup<C> || names_before_train<C> || names_before_epoch<C> ||
                          names_before_step<C> || names_after_step<C> || names_after_epoch<C> ||
-                         names_after_train<C> || names_on_scalar<C>;
+                         names_on_interrupt<C> || names_after_train<C> || names_on_scalar<C>;
 
 }  // namespace tp::detail
 
@@ -94,6 +98,7 @@ concept callback_for =
     (!detail::names_before_step<C> || detail::callable_before_step<C, Trainer>) &&
     (!detail::names_after_step<C> || detail::callable_after_step<C, Trainer>) &&
     (!detail::names_after_epoch<C> || detail::callable_after_epoch<C, Trainer>) &&
+    (!detail::names_on_interrupt<C> || detail::callable_on_interrupt<C, Trainer>) &&
     (!detail::names_after_train<C> || detail::callable_after_train<C, Trainer>) &&
     (!detail::names_on_scalar<C> || detail::callable_on_scalar<C, Trainer>);
 
@@ -130,13 +135,13 @@ namespace detail {
 // of many.
 template <class C, class Trainer>
 constexpr bool check_callback() {
-  // Through a variable: given the concept itself, clang explains each of the eight hooks the
+  // Through a variable: given the concept itself, clang explains each of the nine hooks the
   // class does not name (90 lines), where the rule already says what a callback needs.
   constexpr bool declares_a_hook = callback<C>;
   static_assert(declares_a_hook,
                 "tp rule [callback: has a hook]: a callback must declare at least one hook: "
-                "setup, before_train, before_epoch, before_step, after_step, after_epoch, after_train "
-                "or on_scalar");
+                "setup, before_train, before_epoch, before_step, after_step, after_epoch, on_interrupt, "
+                "after_train or on_scalar");
 #define TP_DETAIL_CHECK_HOOK(hook)                                                   \
   static_assert(!names_##hook<C> || callable_##hook<C, Trainer>,                     \
                 "tp rule [callback_for: hook signature]: the hook " #hook " of this " \
@@ -148,6 +153,7 @@ constexpr bool check_callback() {
   TP_DETAIL_CHECK_HOOK(before_step)
   TP_DETAIL_CHECK_HOOK(after_step)
   TP_DETAIL_CHECK_HOOK(after_epoch)
+  TP_DETAIL_CHECK_HOOK(on_interrupt)
   TP_DETAIL_CHECK_HOOK(after_train)
 #undef TP_DETAIL_CHECK_HOOK
   static_assert(!names_on_scalar<C> || callable_on_scalar<C, Trainer>,

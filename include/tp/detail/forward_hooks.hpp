@@ -27,6 +27,7 @@ TP_DETAIL_FORWARD_HOOK(before_epoch)
 TP_DETAIL_FORWARD_HOOK(before_step)
 TP_DETAIL_FORWARD_HOOK(after_step)
 TP_DETAIL_FORWARD_HOOK(after_epoch)
+TP_DETAIL_FORWARD_HOOK(on_interrupt)
 TP_DETAIL_FORWARD_HOOK(after_train)
 #undef TP_DETAIL_FORWARD_HOOK
 
@@ -62,6 +63,7 @@ struct forward_hooks : forward_state<Self, names_save_state<Inner>>,
                        forward_before_step<Self, names_before_step<Inner>>,
                        forward_after_step<Self, names_after_step<Inner>>,
                        forward_after_epoch<Self, names_after_epoch<Inner>>,
+                       forward_on_interrupt<Self, names_on_interrupt<Inner>>,
                        forward_after_train<Self, names_after_train<Inner>>,
                        forward_on_scalar<Self, names_on_scalar<Inner>> {
   // A wrapper is what its inner callback is: chief-only, a checkpoint writer.

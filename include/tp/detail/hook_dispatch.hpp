@@ -43,6 +43,7 @@ TP_DETAIL_HOOK_TAG(before_epoch)
 TP_DETAIL_HOOK_TAG(before_step)
 TP_DETAIL_HOOK_TAG(after_step)
 TP_DETAIL_HOOK_TAG(after_epoch)
+TP_DETAIL_HOOK_TAG(on_interrupt)
 TP_DETAIL_HOOK_TAG(after_train)
 #undef TP_DETAIL_HOOK_TAG
 

@@ -15,11 +15,13 @@
 //   in the same order on every rank; the parameters' gradients are views into the buckets (no
 //   copies). Gradient processing then runs on the averages, so a NaN policy decides the same
 //   everywhere.
-// - A stop requested on any rank (request_stop, EarlyStopping) is agreed by all before the
-//   next step; only rank 0 runs chief-only callbacks (the file writers).
+// - A stop requested on any rank (request_stop, EarlyStopping, a stop signal, the time budget)
+//   is agreed by all before the next step; only rank 0 runs chief-only callbacks (the file
+//   writers, so the on-stop checkpoint too).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
 //   default) throws on the other ranks with a message that names the ranks that did not answer.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <chrono>
 #include <memory>
@@ -175,12 +177,13 @@ class MultiProcess {
       }
     }
 
-    // Whether any rank asked to stop: every rank gets the same answer.
-    bool agree_to_stop(bool mine) {
-      auto flag = torch::tensor({mine ? 1.0f : 0.0f}).to(device_);
-      std::vector<torch::Tensor> one{flag};
+    // The largest stop code of all ranks (0: none wants to stop): every rank gets the same
+    // answer, so that all stop after the same step, for the same reason (see Trainer).
+    int agree_on_stop(int mine) {
+      auto code = torch::tensor({static_cast<std::int32_t>(mine)}, torch::kInt).to(device_);
+      std::vector<torch::Tensor> one{code};
       run(group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX}), "agreeing on a stop request");
-      return flag.item<float>() > 0;
+      return code.item<int>();
     }
     // Sums values across the ranks, in place.
     void sum_across_processes(std::vector<double>& values) {
