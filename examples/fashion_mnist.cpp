@@ -1,7 +1,7 @@
 // Trains a small CNN on Fashion-MNIST and prints the test accuracy after every epoch.
 //
 //   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--input queue|feed]
-//                 [--towers N] [--logdir DIR] [--min-accuracy A]
+//                 [--towers N] [--logdir DIR] [--min-accuracy A] [--max-time SECONDS]
 //   tp-run -n 2 fashion_mnist ...        one process per rank, Gloo all-reduce (MultiProcess)
 //
 // --input queue (the default) prepares batches in a background thread while the step runs
@@ -12,6 +12,11 @@
 // Checkpoints go to DIR every epoch (the newest 10 kept, and min-test_error.ckpt, the best), and
 // running the same command again resumes from the newest one: with more --epochs it goes on,
 // to the bit as if it had never stopped. TP_LOGDIR_ACTION=backup|remove|new_dir starts afresh.
+// Ctrl-C (SIGINT), SIGTERM or SIGUSR1 end it after the current step, with a checkpoint of that
+// step: it says "interrupted at global step N; run the same command to resume" and exits with
+// 128 + the signal (a second Ctrl-C ends it at once). Under SLURM, SIGUSR1 also requeues the job
+// (sbatch --signal=USR1@90). --max-time ends it the same way before that many seconds have
+// passed, checkpoint included, with status 0.
 // With --min-accuracy it exits non-zero if the final test accuracy is below A (the examples run
 // as tests that way). --help lists the flags and their defaults; a bad flag or value exits with
 // status 2, naming it, before any data is read.
@@ -42,6 +47,7 @@ struct flags {
   std::int64_t towers = 1;
   std::string logdir = "train_log/fashion_mnist";
   double min_accuracy = 0;
+  double max_time = 0;  // seconds; 0: no limit
 };
 
 // A number below `low` is refused, naming the least; text that is no number is left to CLI11's
@@ -73,6 +79,7 @@ flags parse(int argc, char** argv) {
   app.add_option("--towers", f.towers, "CPU towers in this process (Replicated); 1 under tp-run")->check(at_least(1));
   app.add_option("--logdir", f.logdir, "where stats.json, TensorBoard events and checkpoints go");
   app.add_option("--min-accuracy", f.min_accuracy, "exit with status 1 if the final test accuracy is below this");
+  app.add_option("--max-time", f.max_time, "seconds this run may take, its last checkpoint included (0: no limit)")->check(CLI::NonNegativeNumber);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "fashion_mnist: " + std::string(e.what()) + "\nrun fashion_mnist --help for the flags\n";
   });
@@ -90,9 +97,14 @@ flags parse(int argc, char** argv) {
   return f;
 }
 
-// Trains with any input and distribution policy; returns the final test accuracy.
+struct result {
+  tp::train_outcome outcome;
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  // on the chief, after a run to the end
+};
+
+// Trains with any input and distribution policy.
 template <class Input, class Distribution>
-double train(Input input, Distribution distribution, const tp::data::FashionMnist& test, int epochs, std::int64_t steps,
+result train(Input input, Distribution distribution, const tp::data::FashionMnist& test, tp::TrainOptions options,
              const std::string& logdir, const tp::process_environment& env) {
   auto desc = tp::model_desc([] { return Net(); })
                   .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
@@ -105,20 +117,19 @@ double train(Input input, Distribution distribution, const tp::data::FashionMnis
     auto logits = net->forward(b.data);
     return tp::outputs{{"cost", torch::nn::functional::cross_entropy(logits, b.target)}, {"logits", logits}, {"label", b.target}};
   };
-  tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution),
-                      tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs), tp::ProgressBar(),
+  tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution), std::move(options), tp::ProgressBar(),
                       tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, 1e-3}, {3, 3e-4}}), tp::MovingAverage("cost"),
                       tp::InferenceRunner(std::move(test_flow), outputs, tp::ScalarStats({"cost"}, "test_"),
                                           tp::ClassificationError("logits", "label", "test_error")),
                       tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir), tp::ModelSaver(logdir),
-                      tp::MinSaver(logdir, "test_error"));
-  trainer.train();
-  if (!trainer.is_chief()) return std::numeric_limits<double>::quiet_NaN();  // rank 0 reports
+                      tp::MinSaver(logdir, "test_error"), tp::SlurmRequeue());
+  const auto outcome = trainer.train();
+  if (outcome.interrupted() || !trainer.is_chief()) return {outcome};  // rank 0 reports the accuracy
   // The run's last test error, from its stats.json: a resumed run that had nothing left to do
   // still reports the accuracy it ended with.
   const auto history = tp::JSONWriter::read(trainer.template callback<tp::JSONWriter>().path());
   for (auto it = history.rbegin(); it != history.rend(); ++it)
-    if (const auto found = it->scalars.find("test_error"); found != it->scalars.end()) return 1.0 - found->second;
+    if (const auto found = it->scalars.find("test_error"); found != it->scalars.end()) return {outcome, 1.0 - found->second};
   throw std::runtime_error("the run in " + logdir + " has no test error in its stats.json");
 }
 
@@ -146,14 +157,22 @@ int main(int argc, char** argv) try {
               tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch_size);
   const std::string logdir = tp::log_dir(f.logdir, tp::if_exists::keep).string();
   const std::string& input = f.input;
+  const auto options = tp::TrainOptions().steps_per_epoch(steps).max_epoch(epochs).max_time(
+      std::chrono::milliseconds(static_cast<std::int64_t>(f.max_time * 1000)));
   // The one-type change: SingleDevice, Replicated or MultiProcess.
   auto run = [&](auto distribution) {
-    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir, env)
-                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), test_set, epochs, steps, logdir, env);
+    return input == "queue" ? train(tp::QueueInput(std::move(flow)), std::move(distribution), test_set, options, logdir, env)
+                            : train(tp::FeedInput(std::move(flow)), std::move(distribution), test_set, options, logdir, env);
   };
-  const double accuracy = env.world_size > 1 ? run(tp::MultiProcess<tp::backend::Gloo>(env))
-                          : towers == 1      ? run(tp::SingleDevice::best_available())
-                                             : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
+  const auto [outcome, accuracy] = env.world_size > 1 ? run(tp::MultiProcess<tp::backend::Gloo>(env))
+                                   : towers == 1      ? run(tp::SingleDevice::best_available())
+                                                      : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
+  if (outcome.interrupted()) {
+    if (env.is_chief())
+      std::cout << (outcome.cause == tp::end_cause::signal ? "interrupted" : "out of --max-time") << " at global step "
+                << outcome.global_step << "; run the same command to resume" << std::endl;
+    return outcome.exit_status();
+  }
   if (env.is_chief()) std::cout << "final test accuracy: " << accuracy << "\n";
   if (env.is_chief() && accuracy < f.min_accuracy) {
     std::cerr << "test accuracy " << accuracy << " is below the required " << f.min_accuracy << "\n";

@@ -66,15 +66,18 @@ struct Process {
   bool succeeded() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 };
 
-Process start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+// own_group: the process leads a process group of its own, as a shell's foreground job does.
+Process start(const std::vector<std::string>& args, const std::map<std::string, std::string>& env, bool own_group = false) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (own_group) ::setpgid(0, 0);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
+    for (int s : {SIGINT, SIGTERM, SIGUSR1}) ::signal(s, SIG_DFL);  // as a user's shell would leave them
     for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) ::unsetenv(name);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv;
@@ -227,6 +230,76 @@ TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
   EXPECT_EQ(bytes(dir.path / "killed.1"), bytes(dir.path / "reference.1"));
 }
 
+// The newest checkpoint's global step in a folder of model-<step>.ckpt files (-1: none).
+long long newest_checkpoint(const fs::path& folder) {
+  long long newest = -1;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with("model-") && name.ends_with(".ckpt")) newest = std::max(newest, std::stoll(name.substr(6, name.size() - 11)));
+  }
+  return newest;
+}
+
+// The step a rank said it was interrupted at (-1: it did not say).
+long long interrupted_at(const std::string& output) {
+  const std::string said = "interrupted at global step ";
+  const auto at = output.find(said);
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + said.size()));
+}
+
+// A stop signal at one rank (the other knows nothing of it), or at every rank (as torchrun and
+// SLURM send it), stops both after the same step, with the same exit status; the chief has
+// saved that step, and the runs resumed from there end with the bits of an uninterrupted run.
+TEST(MultiProcessGloo, ASignalAtOneRankOrEveryRankStopsAllAfterTheSameStepAndResumesExactly) {
+  TempDir dir("signal");
+  const std::vector<std::string> common{"--steps", "30", "--save-every", "4", "--step-ms", "15"};
+  auto flags = [&](const std::string& logdir, const std::string& out) {
+    auto f = common;
+    f.insert(f.end(), {"--logdir", (dir.path / logdir).string(), "--out", (dir.path / out).string()});
+    return f;
+  };
+  auto reference = start_ranks(2, flags("reference", "reference"), tp::free_local_port());
+  for (auto& r : reference) r.finish();
+  for (auto& r : reference) ASSERT_TRUE(r.succeeded()) << r.output;
+
+  const auto seed = std::random_device{}();
+  std::mt19937 random(seed);
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  struct Case {
+    const char* what;
+    int signal;
+    bool every_rank;
+    int watched_rank;
+  };
+  const Case cases[] = {{"SIGTERM at rank 1 only", SIGTERM, false, 1}, {"SIGINT at every rank", SIGINT, true, 0},
+                        {"SIGUSR1 at rank 0 only", SIGUSR1, false, 0}};
+  long long stopped_at = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto ranks = start_ranks(2, flags("interrupted", "interrupted"), tp::free_local_port());
+    const long long at = stopped_at + std::uniform_int_distribution<int>(2, 5)(random);
+    ASSERT_TRUE(ranks[c.watched_rank].read_until("step " + std::to_string(at) + "\n")) << ranks[c.watched_rank].output;
+    for (int r = 0; r < 2; ++r)
+      if (c.every_rank || r == c.watched_rank) ::kill(ranks[r].pid, c.signal);
+    for (auto& r : ranks) r.finish();
+    for (auto& r : ranks) {
+      ASSERT_TRUE(WIFEXITED(r.status)) << r.output;
+      EXPECT_EQ(WEXITSTATUS(r.status), 128 + c.signal) << r.output;
+    }
+    const auto step = interrupted_at(ranks[0].output);
+    EXPECT_EQ(interrupted_at(ranks[1].output), step) << "the ranks stopped after different steps";
+    EXPECT_GE(step, at);
+    EXPECT_LE(step, at + 3) << "it went on for long after the signal";
+    EXPECT_EQ(newest_checkpoint(dir.path / "interrupted"), step) << "the chief did not save the step it stopped after";
+    stopped_at = step;
+  }
+  auto ranks = start_ranks(2, flags("interrupted", "interrupted"), tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
+  EXPECT_EQ(bytes(dir.path / "interrupted.0"), bytes(dir.path / "reference.0"));
+  EXPECT_EQ(bytes(dir.path / "interrupted.1"), bytes(dir.path / "reference.1"));
+}
+
 TEST(MultiProcessGloo, ABadEnvironmentIsAClearError) {
   struct Case {
     std::map<std::string, std::string> env;
@@ -332,4 +405,24 @@ TEST(TpRun, StartsTheRanksPrefixesTheirLinesAndReportsAFailure) {
   auto usage = start({TP_RUN, TP_MP_WORKER}, {});
   usage.finish();
   EXPECT_NE(usage.output.find("give the number of processes with -n N"), std::string::npos) << usage.output;
+}
+
+// A Ctrl-C at the terminal goes to the whole foreground process group: tp-run passes it on to
+// each rank once (a rank that got it twice would end at once), and every rank stops gracefully
+// after the same step.
+TEST(TpRun, CtrlCAtTheTerminalStopsEveryRankAfterTheSameStep) {
+  TempDir dir("tprun_ctrl_c");
+  auto run = start({TP_RUN, "-n", "2", TP_MP_WORKER, "--steps", "400", "--step-ms", "15", "--save-every", "100", "--logdir",
+                    (dir.path / "logs").string(), "--out", (dir.path / "w").string()},
+                   {}, /*own_group=*/true);
+  ASSERT_TRUE(run.read_until("[1] step 3\n")) << run.output;
+  ::kill(-run.pid, SIGINT);  // the terminal's foreground group: tp-run and, were they in it, the ranks
+  run.finish();
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 130) << run.output;
+  const auto step = interrupted_at(run.output);
+  EXPECT_GE(step, 3) << run.output;
+  EXPECT_NE(run.output.find("[0] interrupted at global step " + std::to_string(step) + "\n"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("[1] interrupted at global step " + std::to_string(step) + "\n"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("stopped on the signal passed on (exit status 130)"), std::string::npos) << run.output;
+  EXPECT_EQ(newest_checkpoint(dir.path / "logs"), step);
 }

@@ -1,7 +1,10 @@
 // tp-run: starts N processes of a program on this machine as ranks 0..N-1 of one run, with the
 // environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), prefixes
-// each line they print with "[rank] ", forwards SIGINT and SIGTERM to them, and exits with the
-// first failure's status (0 if every rank succeeds).
+// each line they print with "[rank] ", forwards SIGINT, SIGTERM and SIGUSR1 to them, and exits
+// with the first failure's status (0 if every rank succeeds).
+//
+// The ranks run in a process group of their own, so that a Ctrl-C at the terminal reaches each
+// of them once, through tp-run, rather than twice (tp takes a second SIGINT as "end at once").
 //
 //   tp-run -n 2 ./fashion_mnist --epochs 3
 //   tp-run -n 4 --port 29600 --grace 10 ./train
@@ -139,6 +142,8 @@ int main(int argc, char** argv) {
   action.sa_handler = on_signal;
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGUSR1, &action, nullptr);
+  int forwarded = 0;  // the last signal passed on to the ranks
 
   std::vector<Rank> ranks(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -146,6 +151,8 @@ int main(int argc, char** argv) {
     if (::pipe(fds) != 0) usage(std::string("pipe: ") + std::strerror(errno));
     const pid_t pid = ::fork();
     if (pid == 0) {
+      ::setpgid(0, 0);
+      for (int s : {SIGINT, SIGTERM, SIGUSR1}) ::signal(s, SIG_DFL);
       ::dup2(fds[1], STDOUT_FILENO);
       ::dup2(fds[1], STDERR_FILENO);
       ::close(fds[0]);
@@ -171,6 +178,7 @@ int main(int argc, char** argv) {
     if (pending_signal) {
       for (auto& r : ranks)
         if (!r.status) ::kill(r.pid, pending_signal);
+      forwarded = pending_signal;
       pending_signal = 0;
     }
     std::vector<pollfd> fds;
@@ -204,7 +212,8 @@ int main(int argc, char** argv) {
       r.status = status;
       if (exit_code(status) != 0 && !first_failure) {
         first_failure = exit_code(status);
-        std::cout << "tp-run: rank " << owner[k] << " failed (exit status " << *first_failure << "); the others have " << grace
+        std::cout << "tp-run: rank " << owner[k] << (forwarded && *first_failure == 128 + forwarded ? " stopped on the signal passed on" : " failed")
+                  << " (exit status " << *first_failure << "); the others have " << grace
                   << " s to finish\n" << std::flush;
         terminate_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(grace * 1000));
       }

@@ -3,16 +3,20 @@
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
+//             [--step-ms M]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
-// --stall-rank/--stall-at: that rank stops itself (SIGSTOP) there.
+// --stall-rank/--stall-at: that rank stops itself (SIGSTOP) there; --step-ms: each step works M
+// ms longer (so that a signal lands while it trains). A stop signal ends it after the step the
+// ranks agree on: it prints "interrupted at global step N" and exits with 128 + the signal.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/distribution/multi_process.hpp>
@@ -31,7 +35,9 @@ struct Step {
   int rank;
   std::int64_t die_at, stall_at;
   bool die, stall;
+  int step_ms = 0;
   void after_step(auto& trainer) {
+    if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
     std::printf("step %lld\n", static_cast<long long>(trainer.global_step()));
     std::fflush(stdout);
     if (die && trainer.global_step() == die_at) std::raise(SIGKILL);
@@ -87,17 +93,21 @@ int main(int argc, char** argv) try {
                           .overlap(get("--overlap", "1") == "1")
                           .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")));  // small: several buckets
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
-            get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank)};
+            get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
+            std::stoi(get("--step-ms", "0"))};
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
     tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(), std::move(distribution), options, step, std::move(saver)...);
-    trainer.train();
+    if (const auto outcome = trainer.train(); outcome.interrupted()) {
+      std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
+      return outcome.exit_status();
+    }
     write_weights(out + "." + std::to_string(env.rank), trainer.model());
+    return 0;
   };
-  if (logdir.empty()) train();
-  else train(tp::ModelSaver(logdir).every_n_steps(std::stoll(get("--save-every", "4"))).keep_last(3));
-  return 0;
+  if (logdir.empty()) return train();
+  return train(tp::ModelSaver(logdir).every_n_steps(std::stoll(get("--save-every", "4"))).keep_last(3));
 } catch (const std::exception& e) {
   std::cerr << "mp_worker: " << e.what() << "\n";
   return 1;
