@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -355,6 +356,46 @@ int wait_for(pid_t pid) {
   return status;
 }
 
+// Runs resume_worker to its end without interruption; returns its weights.
+std::string reference_run(const fs::path& dir) {
+  const auto child = spawn_worker(dir / "reference", dir / "reference.bin");
+  char buffer[4096];
+  while (::read(child.out, buffer, sizeof buffer) > 0) {
+  }
+  ::close(child.out);
+  ::close(child.go_on);
+  const int status = wait_for(child.pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the reference run failed";
+  return read_all(dir / "reference.bin");
+}
+
+// Whether the inotify watch saw a checkpoint's temporary file created since the last call.
+bool saw_checkpoint_write(int watch) {
+  alignas(inotify_event) char events[4096];
+  const auto n = ::read(watch, events, sizeof events);
+  bool seen = false;
+  for (char* p = events; p < events + n; p += sizeof(inotify_event) + reinterpret_cast<const inotify_event*>(p)->len) {
+    const auto* e = reinterpret_cast<const inotify_event*>(p);
+    seen = seen || (e->len && std::string(e->name).find(".ckpt.tmp.") != std::string::npos);
+  }
+  return seen;
+}
+
+// Reads what the worker printed and calls on_line with each whole line; false at its end.
+template <class OnLine>
+bool read_lines(int fd, std::string& pending, OnLine on_line) {
+  char buffer[256];
+  const auto n = ::read(fd, buffer, sizeof buffer);
+  for (ssize_t i = 0; i < n; ++i) {
+    if (buffer[i] != '\n') {
+      pending += buffer[i];
+      continue;
+    }
+    on_line(std::exchange(pending, std::string()));
+  }
+  return n > 0;
+}
+
 bool has_partial_write(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().filename().string().find(".ckpt.tmp.") != std::string::npos) return true;
@@ -368,18 +409,9 @@ bool has_partial_write(const fs::path& dir) {
 // ends with the very bits of a run that was never interrupted.
 TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
   TempDir dir("kill");
-  const auto reference_dir = dir.path / "reference", killed_dir = dir.path / "killed";
+  const auto killed_dir = dir.path / "killed";
   fs::create_directories(killed_dir);
-  {
-    const auto child = spawn_worker(reference_dir, dir.path / "reference.bin");
-    char buffer[4096];
-    while (::read(child.out, buffer, sizeof buffer) > 0) {
-    }
-    ::close(child.out);
-    ::close(child.go_on);
-    const int status = wait_for(child.pid);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the reference run failed";
-  }
+  const auto reference = reference_run(dir.path);
 
   // The killed runs go in lockstep: after printing a step, a run waits to be told to go on, so
   // that it is killed exactly at the step drawn (with a free-running child, the steps it makes
@@ -407,41 +439,22 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
     while (open && !killed) {
       pollfd fds[2] = {{child.out, POLLIN, 0}, {watch, POLLIN, 0}};
       ::poll(fds, 2, -1);
-      if (fds[1].revents & POLLIN) {
-        alignas(inotify_event) char events[4096];
-        const auto n = ::read(watch, events, sizeof events);
-        for (char* p = events; p < events + n;) {
-          const auto* e = reinterpret_cast<const inotify_event*>(p);
-          if (e->len && std::string(e->name).find(".ckpt.tmp.") != std::string::npos && ++writes == at_write && during_write) {
-            ::kill(child.pid, SIGKILL);
-            killed = true;
-          }
-          p += sizeof(inotify_event) + e->len;
-        }
+      if ((fds[1].revents & POLLIN) && saw_checkpoint_write(watch) && ++writes == at_write && during_write) {
+        ::kill(child.pid, SIGKILL);
+        killed = true;
       }
-      if (!killed && (fds[0].revents & (POLLIN | POLLHUP))) {
-        char buffer[256];
-        const auto n = ::read(child.out, buffer, sizeof buffer);
-        if (n <= 0) open = false;
-        for (ssize_t i = 0; i < n; ++i) {
-          pending += buffer[i];
-          if (buffer[i] != '\n') continue;
-          if (!pending.starts_with("step ")) {  // another event: go on
-            pending.clear();
-            if (::write(child.go_on, "g", 1) != 1) open = false;
-            continue;
-          }
-          // The first step of a run says where it resumed, and so how many steps it has left.
-          if (++steps == 1) steps_left = total_steps - std::stoi(pending.substr(5)) + 1;
-          pending.clear();
-          if (killing && steps == (during_write ? steps_left : std::min(after_steps, steps_left))) {
-            ::kill(child.pid, SIGKILL);
-            killed = true;
-          } else if (::write(child.go_on, "g", 1) != 1) {
-            open = false;  // it has gone: its output ends too
-          }
+      if (killed || !(fds[0].revents & (POLLIN | POLLHUP))) continue;
+      open = read_lines(child.out, pending, [&](const std::string& line) {
+        if (killed) return;
+        if (line.starts_with("step ") && ++steps == 1)  // where the run resumed: how many steps it has left
+          steps_left = total_steps - std::stoi(line.substr(5)) + 1;
+        if (line.starts_with("step ") && killing && steps == (during_write ? steps_left : std::min(after_steps, steps_left))) {
+          ::kill(child.pid, SIGKILL);
+          killed = true;
+        } else if (::write(child.go_on, "g", 1) != 1) {
+          open = false;  // it has gone: its output ends too
         }
-      }
+      }) && open;
     }
     ::close(child.go_on);
     ::close(child.out);
@@ -458,26 +471,13 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
   std::cout << "[          ] " << kills << " kills, " << kills_in_write << " during a checkpoint write, " << runs << " runs\n";
   EXPECT_EQ(kills, 8);
   EXPECT_GE(kills_in_write, 1);
-  const auto reference = read_all(dir.path / "reference.bin"), resumed = read_all(dir.path / "killed.bin");
+  const auto resumed = read_all(dir.path / "killed.bin");
   ASSERT_GT(reference.size(), 1000000u);
   EXPECT_TRUE(reference == resumed) << "the resumed run's weights differ from the uninterrupted run's";
 }
 
 
 namespace {
-
-// Runs resume_worker to its end without interruption; returns its weights.
-std::string reference_run(const fs::path& dir) {
-  const auto child = spawn_worker(dir / "reference", dir / "reference.bin");
-  char buffer[4096];
-  while (::read(child.out, buffer, sizeof buffer) > 0) {
-  }
-  ::close(child.out);
-  ::close(child.go_on);
-  const int status = wait_for(child.pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the reference run failed";
-  return read_all(dir / "reference.bin");
-}
 
 // Whether `signal` is among the signals a process catches (/proc/<pid>/status, SigCgt).
 bool catches(pid_t pid, int signal) {
@@ -532,31 +532,15 @@ TEST(SignalAndResume, SigintAndSigtermAtRandomMomentsStopAfterTheCurrentStepAndR
         ::kill(child.pid, SIGKILL);
         FAIL() << "the worker said nothing for 60 s" << (sent ? " after the signal" : "");
       }
-      if (fds[1].revents & POLLIN) {
-        alignas(inotify_event) char events[4096];
-        const auto n = ::read(watch, events, sizeof events);
-        for (char* p = events; p < events + n;) {
-          const auto* e = reinterpret_cast<const inotify_event*>(p);
-          if (e->len && std::string(e->name).find(".ckpt.tmp.") != std::string::npos && interrupting && !sent &&
-              when == in_checkpoint_write && skip-- == 0)
-            send(last_step);
-          p += sizeof(inotify_event) + e->len;
-        }
-      }
+      if ((fds[1].revents & POLLIN) && saw_checkpoint_write(watch) && interrupting && !sent && when == in_checkpoint_write && skip-- == 0)
+        send(last_step);
       if (!(fds[0].revents & (POLLIN | POLLHUP))) continue;
-      char buffer[256];
-      const auto n = ::read(child.out, buffer, sizeof buffer);
-      if (n <= 0) open = false;
-      for (ssize_t i = 0; i < n; ++i) {
-        pending += buffer[i];
-        if (buffer[i] != '\n') continue;
-        const auto space = pending.rfind(' ');
-        const auto kind = pending.substr(0, pending.find(' '));
-        const auto step = std::stoll(pending.substr(space + 1));
-        pending.clear();
+      open = read_lines(child.out, pending, [&](const std::string& line) {
+        const auto kind = line.substr(0, line.find(' '));
+        const auto step = std::stoll(line.substr(line.rfind(' ') + 1));
         if (kind == "interrupted") {
           reported = step;
-          continue;
+          return;
         }
         // A write seen by inotify may be over before the signal lands, and the run may then
         // begin the next step (and stop after it); any other step begun after it is a failure.
@@ -565,13 +549,15 @@ TEST(SignalAndResume, SigintAndSigtermAtRandomMomentsStopAfterTheCurrentStepAndR
           expected_last = step;
         }
         EXPECT_FALSE(sent && kind == "compute" && step > expected_last) << "step " << step << " began after the signal";
-        if (kind == "step") last_step = step;
+        // "compute N": step N is in progress; "step N" and "validate N": N steps are done (a run
+        // resumed at an epoch's end validates before any step).
+        if (kind != "compute") last_step = step;
         if (interrupting && !sent && ((when == in_step && kind == "compute") || (when == between_steps && kind == "step") ||
                                       (when == in_validation && kind == "validate"))) {
-          if (skip-- == 0) send(kind == "compute" ? step : last_step);
+          if (skip-- == 0) send(step);
         }
         if (::write(child.go_on, "g", 1) != 1) open = false;
-      }
+      }) && open;
     }
     ::close(child.go_on);
     ::close(child.out);

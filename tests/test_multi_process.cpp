@@ -192,17 +192,26 @@ TEST(MultiProcessGloo, WhenARankStallsTheOthersFailWithinTheTimeout) {
   EXPECT_LT(seconds, 3 + 3 + 10);
 }
 
-TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
-  TempDir dir("resume");
-  const std::vector<std::string> common{"--steps", "30", "--save-every", "4"};
-  auto flags = [&](const std::string& logdir, const std::string& out) {
+// mp_worker's flags for a run that logs to dir/<logdir> and writes dir/<out>.<rank>, after `common`.
+auto resume_flags(const fs::path& dir, std::vector<std::string> common) {
+  return [=](const std::string& logdir, const std::string& out) {
     auto f = common;
-    f.insert(f.end(), {"--logdir", (dir.path / logdir).string(), "--out", (dir.path / out).string()});
+    f.insert(f.end(), {"--logdir", (dir / logdir).string(), "--out", (dir / out).string()});
     return f;
   };
-  auto reference = start_ranks(2, flags("reference", "reference"), tp::free_local_port());
-  for (auto& r : reference) r.finish();
-  for (auto& r : reference) ASSERT_TRUE(r.succeeded()) << r.output;
+}
+
+// Runs two ranks to their end; both must succeed.
+void run_two_ranks(const std::vector<std::string>& flags) {
+  auto ranks = start_ranks(2, flags, tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
+}
+
+TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
+  TempDir dir("resume");
+  const auto flags = resume_flags(dir.path, {"--steps", "30", "--save-every", "4"});
+  ASSERT_NO_FATAL_FAILURE(run_two_ranks(flags("reference", "reference")));
 
   const auto seed = std::random_device{}();
   std::mt19937 random(seed);
@@ -252,15 +261,8 @@ long long interrupted_at(const std::string& output) {
 // saved that step, and the runs resumed from there end with the bits of an uninterrupted run.
 TEST(MultiProcessGloo, ASignalAtOneRankOrEveryRankStopsAllAfterTheSameStepAndResumesExactly) {
   TempDir dir("signal");
-  const std::vector<std::string> common{"--steps", "30", "--save-every", "4", "--step-ms", "15"};
-  auto flags = [&](const std::string& logdir, const std::string& out) {
-    auto f = common;
-    f.insert(f.end(), {"--logdir", (dir.path / logdir).string(), "--out", (dir.path / out).string()});
-    return f;
-  };
-  auto reference = start_ranks(2, flags("reference", "reference"), tp::free_local_port());
-  for (auto& r : reference) r.finish();
-  for (auto& r : reference) ASSERT_TRUE(r.succeeded()) << r.output;
+  const auto flags = resume_flags(dir.path, {"--steps", "30", "--save-every", "4", "--step-ms", "15"});
+  ASSERT_NO_FATAL_FAILURE(run_two_ranks(flags("reference", "reference")));
 
   const auto seed = std::random_device{}();
   std::mt19937 random(seed);
@@ -293,9 +295,7 @@ TEST(MultiProcessGloo, ASignalAtOneRankOrEveryRankStopsAllAfterTheSameStepAndRes
     EXPECT_EQ(newest_checkpoint(dir.path / "interrupted"), step) << "the chief did not save the step it stopped after";
     stopped_at = step;
   }
-  auto ranks = start_ranks(2, flags("interrupted", "interrupted"), tp::free_local_port());
-  for (auto& r : ranks) r.finish();
-  for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
+  ASSERT_NO_FATAL_FAILURE(run_two_ranks(flags("interrupted", "interrupted")));
   EXPECT_EQ(bytes(dir.path / "interrupted.0"), bytes(dir.path / "reference.0"));
   EXPECT_EQ(bytes(dir.path / "interrupted.1"), bytes(dir.path / "reference.1"));
 }

@@ -54,7 +54,7 @@ void event(const char* what, long long step) {
 
 // Checkpoint writers run after it at after_step.
 struct PrintStep {
-  void before_step(auto& trainer) { steps_done = trainer.global_step(); }  // a resumed run starts past 0
+  void before_train(auto& trainer) { steps_done = trainer.global_step(); }  // a resumed run starts past 0
   void after_step(auto& trainer) {
     steps_done = trainer.global_step();
     event("step", steps_done);
