@@ -205,18 +205,23 @@ TEST(Position, SaveStateCollectsThePassCountersOfSeededViews) {
   }
 }
 
+// Saved after `drained` batches (5 a pass): inside a pass, and at a pass's very end (a
+// checkpoint of the step that took its last batch), after which the next pass begins.
 template <class Input>
 void expect_exact_restore() {
-  Input first(seeded_flow());
-  drain(first, 7);  // into the second pass (5 batches per pass)
-  const auto where = first.position();
-  EXPECT_EQ(where.consumed, 2);
-  const auto expected = drain(first, 9);
+  for (const auto& [drained, consumed] : {std::pair{7, 2}, std::pair{10, 5}}) {
+    SCOPED_TRACE("after " + std::to_string(drained) + " batches");
+    Input first(seeded_flow());
+    drain(first, drained);
+    const auto where = first.position();
+    EXPECT_EQ(where.consumed, consumed);
+    const auto expected = drain(first, 9);
 
-  Input resumed(seeded_flow());  // a new process builds the same dataflow
-  resumed.restore(where);
-  EXPECT_EQ(resumed.position(), where);
-  EXPECT_EQ(drain(resumed, 9), expected);
+    Input resumed(seeded_flow());  // a new process builds the same dataflow
+    resumed.restore(where);
+    EXPECT_EQ(resumed.position(), where);
+    EXPECT_EQ(drain(resumed, 9), expected);
+  }
 }
 
 TEST(Position, FeedInputRestoresExactly) { expect_exact_restore<tp::FeedInput<decltype(seeded_flow())>>(); }

@@ -339,8 +339,8 @@ Child spawn_worker(const fs::path& logdir, const fs::path& weights, bool lockste
     ::dup2(in[0], STDIN_FILENO);
     for (int s : {SIGINT, SIGTERM, SIGUSR1}) ::signal(s, SIG_DFL);  // as a user's shell would leave them
     for (int fd : {out[0], out[1], in[0], in[1]}) ::close(fd);
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, STDERR_FILENO);  // the resume messages
+    const int null = ::open((logdir.parent_path() / "worker.err").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(null, STDERR_FILENO);  // the resume messages and any error, for the failure message
     ::execl(TP_RESUME_WORKER, TP_RESUME_WORKER, logdir.c_str(), weights.c_str(), lockstep ? "--lockstep" : static_cast<char*>(nullptr),
             static_cast<char*>(nullptr));
     ::_exit(127);
@@ -396,6 +396,13 @@ bool read_lines(int fd, std::string& pending, OnLine on_line) {
   return n > 0;
 }
 
+// The seed of a test that draws its moments at random: TP_TEST_SEED, to replay a failure, or a
+// new one (the failure message gives it).
+unsigned test_seed() {
+  const char* given = std::getenv("TP_TEST_SEED");
+  return given ? static_cast<unsigned>(std::stoul(given)) : std::random_device{}();
+}
+
 bool has_partial_write(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().filename().string().find(".ckpt.tmp.") != std::string::npos) return true;
@@ -418,7 +425,7 @@ TEST(KillAndResume, SigkillAtRandomMomentsThenResumeGivesTheUninterruptedBits) {
   // while the kill is on its way made the count of kills depend on the machine's speed).
   constexpr int total_steps = 54;  // resume_worker: 6 epochs of 9 steps
   ::signal(SIGPIPE, SIG_IGN);      // a "go on" to a run that has just ended is an error, not a signal
-  const auto seed = std::random_device{}();
+  const auto seed = test_seed();
   std::mt19937 random(seed);
   SCOPED_TRACE("random seed " + std::to_string(seed));
   int kills = 0, kills_in_write = 0, runs = 0;
@@ -499,7 +506,7 @@ TEST(SignalAndResume, SigintAndSigtermAtRandomMomentsStopAfterTheCurrentStepAndR
   const auto logdir = dir.path / "interrupted";
   fs::create_directories(logdir);
   ::signal(SIGPIPE, SIG_IGN);
-  const auto seed = std::random_device{}();
+  const auto seed = test_seed();
   std::mt19937 random(seed);
   SCOPED_TRACE("random seed " + std::to_string(seed));
   enum moment { in_step, between_steps, in_validation, in_checkpoint_write };
@@ -564,7 +571,8 @@ TEST(SignalAndResume, SigintAndSigtermAtRandomMomentsStopAfterTheCurrentStepAndR
     ::close(watch);
     const int status = wait_for(child.pid);
     if (!sent) {
-      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "run " << runs << " failed";
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "run " << runs << " failed (status " << status << "): "
+                                                                  << read_all(dir.path / "worker.err");
       break;
     }
     SCOPED_TRACE(std::string("signal ") + (signal == SIGINT ? "SIGINT " : "SIGTERM ") + moment_names[when] + ", run " + std::to_string(runs));

@@ -184,7 +184,9 @@ class QueueInput {
             s.advance_due = false;
             ++*s.read;
           }
-          if (!s.read || *s.read == *s.end) begin_pass(s);
+          // A loop: a position restored at a pass's very end skips all of it (begin_pass throws
+          // on an empty pass, so this ends).
+          while (!s.read || *s.read == *s.end) begin_pass(s);
           s.pending.emplace(item{std::optional<batch_type>(**s.read), s.pass, s.offset++, nullptr});
           s.advance_due = true;
         }
