@@ -9,6 +9,7 @@
 #include <tp/callbacks/moving_average.hpp>
 #include <tp/callbacks/progress_bar.hpp>
 #include <tp/callbacks/reduce_on_plateau.hpp>
+#include <tp/callbacks/run_environment.hpp>
 #include <tp/callbacks/scheduled_hyperparam.hpp>
 #include <tp/callbacks/slurm_requeue.hpp>
 #include <tp/callbacks/warmup.hpp>
@@ -33,6 +34,7 @@
 #include <tp/policies/distribution/parameter_server.hpp>
 #include <tp/policies/distribution/replicated.hpp>
 #include <tp/policies/distribution/single_device.hpp>
+#include <tp/precision.hpp>
 #include <tp/predictor.hpp>
 #include <tp/gradient_processing.hpp>
 #include <tp/policies/comm/gloo.hpp>

@@ -32,6 +32,9 @@ struct TrainOptions {
   // process at once. The previous handlers are back when train() returns. Empty: tp leaves
   // every signal's handling as it is.
   TORCH_ARG(std::vector<int>, stop_signals) = {SIGINT, SIGTERM, SIGUSR1};
+  // LibTorch's intra-op threads for this process, set when train() starts (0, the default:
+  // leave LibTorch's choice, one per core or OMP_NUM_THREADS).
+  TORCH_ARG(int, intra_op_threads) = 0;
 
  public:
   // Throws std::invalid_argument saying what is wrong and how to set it right.
@@ -54,6 +57,9 @@ struct TrainOptions {
       throw std::invalid_argument("tp::TrainOptions: max_time must be >= 0 (0: no time budget), got " +
                                   std::to_string(max_time_.count()) + " ms");
     detail::check_stop_signals(stop_signals_);
+    if (intra_op_threads_ < 0)
+      throw std::invalid_argument("tp::TrainOptions: intra_op_threads must be >= 0 (0: LibTorch's default), got " +
+                                  std::to_string(intra_op_threads_));
   }
 };
 

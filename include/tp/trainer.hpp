@@ -46,6 +46,7 @@
 #include <boost/hana/front.hpp>
 #include <boost/hana/length.hpp>
 #include <boost/hana/tuple.hpp>
+#include <ATen/Parallel.h>
 #include <torch/types.h>
 
 #include <tp/concepts/callback.hpp>
@@ -100,6 +101,9 @@ class Trainer {
         callbacks_(std::move(callbacks)...) {
     // A callback that breaks a rule gets none of its hooks called: nothing else fails.
     [[maybe_unused]] constexpr bool callbacks_ok = (detail::check_callback<Callbacks, Trainer>() && ...);
+    // A tower in channels-last order gets its batches so from the input, made on its thread.
+    if constexpr (requires { tower_.channels_last(); input_.channels_last(true); })
+      if (tower_.channels_last()) input_.channels_last(true);
   }
 
   Trainer(const Trainer&) = delete;  // callbacks may hold on to the trainer
@@ -133,6 +137,7 @@ class Trainer {
     // Stop signals only set a flag from here until train() returns, when the previous handlers
     // are back; the loop reads the flag at its boundaries (should_stop).
     const detail::signal_scope signals(options_.stop_signals());
+    if (options_.intra_op_threads() > 0) at::set_num_threads(options_.intra_op_threads());
     budget_ = detail::time_budget(options_.max_time(), detail::time_budget::clock::now());
     run_setup();
     epoch_num_ = options_.starting_epoch() - 1;  // epochs finished, as tensorpack counts them

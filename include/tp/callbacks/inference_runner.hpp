@@ -1,6 +1,7 @@
 #pragma once
 // InferenceRunner: evaluates the main model on validation data in inference mode (eval mode,
-// no gradients) and puts the results as scalars (tensorpack's InferenceRunner). An inference
+// no gradients) and puts the results as scalars (tensorpack's InferenceRunner). It runs in the
+// tower's precision and memory format, as the training step does. An inference
 // function turns (model, batch) into named outputs; inferencers reduce the outputs of all
 // batches to scalars. It runs at every epoch's end: wrap it in tp::every_n_epochs(n, ...) to
 // run it less often. The model is back in training mode afterwards, on every exit path.
@@ -27,6 +28,7 @@
 #include <torch/types.h>
 
 #include <tp/batch.hpp>
+#include <tp/precision.hpp>
 
 namespace tp {
 
@@ -118,9 +120,19 @@ class InferenceRunner {
     std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers_);
     std::int64_t batches = 0, examples = 0;
     const auto device = (*model).parameters().empty() ? torch::Device(torch::kCPU) : (*model).parameters().front().device();
+    // Validation computes as training does: in the tower's precision and memory format.
+    auto precision = tp::precision::fp32;
+    bool channels_last = false;
+    if constexpr (requires { trainer.tower().precision(); }) precision = trainer.tower().precision();
+    if constexpr (requires { trainer.tower().channels_last(); }) channels_last = trainer.tower().channels_last();
     for (auto&& batch : dataflow_) {
-      const auto on_device = to_device(batch, device);
-      const outputs out = infer_(model, on_device);
+      auto on_device = to_device(batch, device);
+      if (channels_last) on_device = channels_last_batch(std::move(on_device));
+      outputs out;
+      {
+        const autocast_scope autocast(precision, device.type());
+        out = infer_(model, on_device);
+      }
       const auto size = out.empty() ? 1 : out.begin()->second.dim() > 0 ? out.begin()->second.size(0) : 1;
       const auto n = batch_size(on_device, size);
       std::apply([&](auto&... inf) { (inf.add(out, n), ...); }, inferencers_);

@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <tp/batch.hpp>
+#include <tp/precision.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp::detail {
@@ -33,7 +34,13 @@ template <class Tower, class Model, class Batch>
 torch::Tensor run_tower(Tower& tower, const TowerContext& ctx, Model& model, const Batch& batch) {
   torch::Tensor cost;
   try {
-    cost = tower.cost(ctx, model, batch);
+    if constexpr (requires { tower.precision(); }) {
+      // The forward pass in the tower's precision; backward runs after the scope, as autocast wants.
+      const autocast_scope autocast(tower.precision(), ctx.device.type());
+      cost = tower.cost(ctx, model, batch);
+    } else {
+      cost = tower.cost(ctx, model, batch);
+    }
   } catch (const c10::Error& e) {
     throw std::runtime_error(tower_name(ctx) + ": the tower function failed on a batch of shape " +
                              describe_shapes(batch) +

@@ -3,6 +3,8 @@
 // the step without the cost of data.
 #include <utility>
 
+#include <tp/precision.hpp>
+
 namespace tp {
 
 template <class Batch>
@@ -11,6 +13,10 @@ class DummyInput {
   explicit DummyInput(Batch batch) : batch_(std::move(batch)) {}
   // A copy of the batch (for tensors: new handles to the same storage, no data copied).
   Batch next_batch() const { return batch_; }
+  // Batches in channels-last order (set by the trainer when the tower asks for it).
+  void channels_last(bool on) {
+    if (on) batch_ = channels_last_batch(std::move(batch_));
+  }
 
  private:
   Batch batch_;

@@ -14,6 +14,7 @@
 #include <range/v3/range/traits.hpp>
 
 #include <tp/data/state.hpp>
+#include <tp/precision.hpp>
 
 namespace tp {
 
@@ -34,8 +35,12 @@ class FeedInput {
     auto batch = **position_;
     advance_due_ = true;
     ++consumed_;
+    if (channels_last_) return channels_last_batch(std::move(batch));
     return batch;
   }
+
+  // Batches in channels-last order (set by the trainer when the tower asks for it).
+  void channels_last(bool on) noexcept { channels_last_ = on; }
 
   // Where the next batch will come from; restore() goes back there.
   data::position position() const {
@@ -75,6 +80,7 @@ class FeedInput {
   std::unique_ptr<Dataflow> dataflow_;
   std::optional<ranges::iterator_t<Dataflow>> position_;
   std::optional<ranges::sentinel_t<Dataflow>> end_;
+  bool channels_last_ = false;
   data::dataflow_state pass_start_;
   std::int64_t consumed_ = 0;
   std::int64_t passes_ = 0;

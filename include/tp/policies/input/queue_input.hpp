@@ -28,6 +28,7 @@
 #include <range/v3/range/traits.hpp>
 
 #include <tp/data/state.hpp>
+#include <tp/precision.hpp>
 
 namespace tp {
 
@@ -81,6 +82,12 @@ class QueueInput {
     if (s.producer.joinable()) s.producer.join();
     std::lock_guard lock(s.mutex);
     s.stopping = false;
+  }
+
+  // Batches in channels-last order (set by the trainer when the tower asks for it; before start).
+  void channels_last(bool on) {
+    std::lock_guard lock(state_->mutex);
+    state_->channels_last = on;
   }
 
   // Where the next batch popped will come from.
@@ -139,6 +146,7 @@ class QueueInput {
     std::deque<item> queue;
     std::thread producer;
     bool stopping = false;
+    bool channels_last = false;
     std::exception_ptr failure;  // the dataflow failed: every call rethrows this
     // The producer's place in the dataflow. Only the producer touches it while it runs.
     std::optional<ranges::iterator_t<Dataflow>> read;
@@ -187,7 +195,8 @@ class QueueInput {
           // A loop: a position restored at a pass's very end skips all of it (begin_pass throws
           // on an empty pass, so this ends).
           while (!s.read || *s.read == *s.end) begin_pass(s);
-          s.pending.emplace(item{std::optional<batch_type>(**s.read), s.pass, s.offset++, nullptr});
+          // Converted here, on the producer's thread, so that the step does not pay for it.
+          s.pending.emplace(item{std::optional<batch_type>(s.channels_last ? channels_last_batch(**s.read) : **s.read), s.pass, s.offset++, nullptr});
           s.advance_due = true;
         }
         std::unique_lock lock(s.mutex);

@@ -54,6 +54,9 @@ class StagingInput {
   }
   torch::Device device() const noexcept { return device_; }
   Inner& inner() noexcept { return inner_; }
+  void channels_last(bool on) {
+    if constexpr (requires { inner_.channels_last(on); }) inner_.channels_last(on);
+  }
 
  private:
 #ifdef TP_WITH_CUDA

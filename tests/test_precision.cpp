@@ -1,0 +1,204 @@
+// What a tower computes in: bf16-mixed precision (autocast in the towers and in validation,
+// fp32 weights and gradients), channels-last memory order (weights, and batches converted by
+// the input), the intra-op threads option, and the report of what the run uses.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include "support.hpp"
+
+using namespace tp_test;
+
+namespace {
+
+// An MLP trained on a fixed regression problem, in the given precision; records the dtype the
+// first layer computed in, as the tower function saw it.
+struct DtypeSeen {
+  std::shared_ptr<std::vector<torch::ScalarType>> seen = std::make_shared<std::vector<torch::ScalarType>>();
+};
+
+auto mlp_in(tp::precision p, DtypeSeen seen = {}) {
+  return tp::model_desc([] { return MlpHolder(); })
+      .tower_function([seen](const tp::TowerContext&, MlpHolder& m, const Batch& b) {
+        const auto hidden = m->a->forward(b.data);
+        seen.seen->push_back(hidden.scalar_type());
+        return torch::mse_loss(m->b->forward(torch::relu(hidden)), b.target);
+      })
+      .optimizer([](MlpHolder& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.02).momentum(0.9)); })
+      .precision(p);
+}
+
+// The cost of every step.
+struct Costs {
+  std::shared_ptr<std::vector<double>> values = std::make_shared<std::vector<double>>();
+  void after_step(auto& t) { values->push_back(t.last_cost().template item<double>()); }
+};
+
+}  // namespace
+
+TEST(Precision, NamesParseAndBadOnesAreClearErrors) {
+  EXPECT_EQ(tp::parse_precision("bf16-mixed"), tp::precision::bf16_mixed);
+  EXPECT_EQ(tp::parse_precision("fp32"), tp::precision::fp32);
+  EXPECT_STREQ(tp::precision_name(tp::precision::fp16_mixed), "fp16-mixed");
+  try {
+    tp::parse_precision("bf16");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "tp: unknown precision 'bf16'; give fp32, bf16-mixed or fp16-mixed");
+  }
+  try {
+    tp::autocast_scope scope(tp::precision::fp16_mixed, c10::DeviceType::CPU);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fp16-mixed precision needs a CUDA tower"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Precision, AutocastScopesNestAndPutTheStateBack) {
+  const auto a = torch::randn({4, 4});
+  EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);
+  {
+    const tp::autocast_scope outer(tp::precision::bf16_mixed, c10::DeviceType::CPU);
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+    {
+      const tp::autocast_scope fp32(tp::precision::fp32, c10::DeviceType::CPU);  // does nothing
+      EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+    }
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);
+}
+
+// The tolerance: over 4 epochs of 10 steps, each epoch's mean cost in bf16-mixed is within 10%
+// (+ 0.005) of fp32's. bf16 keeps 8 bits of mantissa, so its products differ from fp32's in
+// the third digit, and single steps of a momentum trajectory drift further apart than epochs
+// do. Both learn, and the weights and gradients stay fp32.
+TEST(Precision, Bf16MixedFollowsFp32WithinAStatedToleranceAndKeepsFp32Weights) {
+  DtypeSeen fp32_seen, bf16_seen;
+  Costs fp32_costs, bf16_costs;
+  auto options = tp::TrainOptions().steps_per_epoch(10).max_epoch(4);
+  auto fp32 = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::fp32, fp32_seen), tp::SingleDevice(), options, fp32_costs);
+  auto bf16 = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::bf16_mixed, bf16_seen), tp::SingleDevice(), options, bf16_costs);
+  fp32.train();
+  bf16.train();
+  EXPECT_EQ(fp32_seen.seen->front(), torch::kFloat);
+  EXPECT_EQ(bf16_seen.seen->front(), torch::kBFloat16);  // the tower function ran under autocast
+  ASSERT_EQ(fp32_costs.values->size(), 40u);
+  ASSERT_EQ(bf16_costs.values->size(), 40u);
+  auto epoch_mean = [](const std::vector<double>& v, int epoch) {
+    double sum = 0;
+    for (int i = 0; i < 10; ++i) sum += v[static_cast<std::size_t>(10 * epoch + i)];
+    return sum / 10;
+  };
+  for (int e = 0; e < 4; ++e) {
+    const double want = epoch_mean(*fp32_costs.values, e), got = epoch_mean(*bf16_costs.values, e);
+    EXPECT_NEAR(got, want, 0.1 * want + 0.005) << "epoch " << e + 1;
+  }
+  EXPECT_LT(epoch_mean(*bf16_costs.values, 3), 0.5 * epoch_mean(*bf16_costs.values, 0)) << "bf16-mixed did not learn";
+  for (const auto& p : bf16.model()->parameters()) {
+    EXPECT_EQ(p.scalar_type(), torch::kFloat);
+    EXPECT_EQ(p.grad().scalar_type(), torch::kFloat);
+  }
+}
+
+TEST(Precision, ValidationRunsUnderTheTowersAutocast) {
+  auto seen = std::make_shared<torch::ScalarType>(torch::kFloat);
+  auto infer = [seen](MlpHolder& m, const Batch& b) {
+    const auto hidden = m->a->forward(b.data);
+    *seen = hidden.scalar_type();
+    return tp::outputs{{"cost", torch::mse_loss(m->b->forward(torch::relu(hidden)).to(torch::kFloat), b.target)}};
+  };
+  auto trainer = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::bf16_mixed), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(2),
+                             tp::InferenceRunner(mlp_flow(), infer, tp::ScalarStats({"cost"}, "val/")));
+  trainer.train();
+  EXPECT_EQ(*seen, torch::kBFloat16);
+  EXPECT_EQ(torch::mm(torch::ones({2, 2}), torch::ones({2, 2})).scalar_type(), torch::kFloat);  // and not after it
+}
+
+namespace {
+struct RaiseInStep9 {
+  void before_step(auto& t) {
+    if (t.global_step() == 8) std::raise(SIGTERM);
+  }
+};
+}  // namespace
+
+// A run in bf16-mixed interrupted by a signal and resumed ends with the bits of an uninterrupted one.
+TEST(Precision, Bf16MixedResumesExactly) {
+  TempDir dir("bf16_resume");
+  auto options = tp::TrainOptions().steps_per_epoch(7).max_epoch(3);
+  auto run = [&](auto... callbacks) {
+    auto t = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::bf16_mixed), tp::SingleDevice(), options, callbacks...);
+    t.train();
+    return weights_of(t);
+  };
+  std::ostringstream log;
+  run(RaiseInStep9{}, tp::ModelSaver(dir.path).log_to(log));
+  expect_bitwise_equal(run(tp::ModelSaver(dir.path).log_to(log)), run());
+}
+
+namespace {
+// A conv net whose tower function records the memory order of the batch it gets.
+struct Conv : torch::nn::Module {
+  Conv() {
+    torch::manual_seed(3);
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3)));
+  }
+  torch::nn::Conv2d conv{nullptr};
+};
+TORCH_MODULE_IMPL(ConvHolder, Conv);
+
+auto conv_desc(std::shared_ptr<std::vector<bool>> channels_last_seen) {
+  return tp::model_desc([] { return ConvHolder(); })
+      .tower_function([channels_last_seen](const tp::TowerContext&, ConvHolder& m, const Batch& b) {
+        channels_last_seen->push_back(b.data.is_contiguous(torch::MemoryFormat::ChannelsLast) && !b.data.is_contiguous());
+        return m->conv->forward(b.data).mean();
+      })
+      .optimizer([](ConvHolder& m) { return torch::optim::SGD(m->parameters(), 0.01); })
+      .channels_last();
+}
+
+auto image_flow() {
+  torch::manual_seed(5);
+  return tp::data::examples(torch::randn({16, 2, 6, 6}), torch::zeros({16})) | tp::data::batch(4);
+}
+}  // namespace
+
+TEST(ChannelsLast, TheModelsWeightsAndEveryInputsBatchesAreChannelsLast) {
+  auto seen = std::make_shared<std::vector<bool>>();
+  auto options = tp::TrainOptions().steps_per_epoch(3);
+  auto queue = tp::Trainer(tp::QueueInput(image_flow()), conv_desc(seen), tp::SingleDevice(), options);
+  queue.train();
+  EXPECT_TRUE(queue.model()->conv->weight.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(queue.model()->conv->weight.is_contiguous());
+  auto feed = tp::Trainer(tp::FeedInput(image_flow()), conv_desc(seen), tp::SingleDevice(), options);
+  feed.train();
+  auto dummy = tp::Trainer(tp::DummyInput(*image_flow().begin()), conv_desc(seen), tp::SingleDevice(), options);
+  dummy.train();
+  EXPECT_EQ(*seen, std::vector<bool>(9, true));
+  // The same training in NCHW order gives the same weights (up to the order of additions).
+  auto nchw_seen = std::make_shared<std::vector<bool>>();
+  auto nchw = tp::Trainer(tp::FeedInput(image_flow()), conv_desc(nchw_seen).channels_last(false), tp::SingleDevice(), options);
+  nchw.train();
+  EXPECT_EQ(*nchw_seen, std::vector<bool>(3, false));
+  EXPECT_TRUE(torch::allclose(nchw.model()->conv->weight, feed.model()->conv->weight, 1e-5, 1e-6));
+}
+
+TEST(RunEnvironment, SaysWhatTheRunComputesWith) {
+  std::ostringstream out;
+  auto trainer = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::bf16_mixed), tp::SingleDevice(),
+                             tp::TrainOptions().steps_per_epoch(1).intra_op_threads(1), tp::RunEnvironment(out));
+  trainer.train();
+  const auto said = out.str();
+  EXPECT_NE(said.find("tp: CPU "), std::string::npos) << said;
+  EXPECT_NE(said.find("BLAS OpenBLAS"), std::string::npos) << said;  // setup installs it
+  EXPECT_NE(said.find("1 intra-op thread(s)"), std::string::npos) << said;
+  EXPECT_NE(said.find("precision bf16-mixed; memory format contiguous"), std::string::npos) << said;
+  EXPECT_EQ(at::get_num_threads(), 1);
+  try {
+    tp::TrainOptions().steps_per_epoch(1).intra_op_threads(-1).validate();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("intra_op_threads must be >= 0"), std::string::npos);
+  }
+}
