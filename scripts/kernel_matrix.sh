@@ -21,7 +21,10 @@ for kernel in "${kernels[@]}"; do
   for threads in 1 2; do
     echo "== kernel matrix: OPENBLAS_CORETYPE=$kernel, $threads intra-op thread(s)"
     # OMP_NUM_THREADS sets LibTorch's intra-op threads; OpenBLAS's own pool follows it too.
-    if ! OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads \
+    # Passive waiting: with tests running side by side, more threads than cores are busy, and
+    # OpenMP's spinning threads then starve the others (example.gan_2d went from 10 s to over
+    # 300 s with two threads while a build ran). It changes when threads sleep, not the results.
+    if ! OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=passive \
          ctest --test-dir "$build" -L numerics -j "$jobs" --output-on-failure; then
       failed+=("OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads")
     fi

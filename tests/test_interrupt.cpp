@@ -601,7 +601,9 @@ TEST(SignalAndResume, ASecondSigintEndsTheProcessAtOnce) {
   char c;
   while (seen.find("compute 2\n") == std::string::npos && ::read(child.out, &c, 1) == 1) {
     seen += c;
-    if (c == '\n' && seen.find("compute 2\n") == std::string::npos) ASSERT_EQ(::write(child.go_on, "g", 1), 1);
+    if (c == '\n' && seen.find("compute 2\n") == std::string::npos) {
+      ASSERT_EQ(::write(child.go_on, "g", 1), 1);
+    }
   }
   ASSERT_TRUE(catches(child.pid, SIGINT));
   ::kill(child.pid, SIGINT);  // the worker waits inside step 2: the stop is only recorded

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -124,30 +125,53 @@ std::string bytes(const fs::path& path) {
   return s.str();
 }
 
-void expect_same_training(int world) {
-  TempDir dir("equal" + std::to_string(world));
+// `world` ranks with batch 8, each step over `accumulate` micro-batches, against one process with
+// a batch world x accumulate times larger.
+void expect_same_training(int world, int accumulate = 1) {
+  TempDir dir("equal" + std::to_string(world) + "_" + std::to_string(accumulate));
   const auto out = (dir.path / "w").string();
-  auto ranks = start_ranks(world, {"--steps", "20", "--batch", "8", "--out", out}, tp::free_local_port());
-  auto single = start(worker({"--steps", "20", "--batch", "8", "--out", (dir.path / "single").string(), "--single", std::to_string(world)}), {});
+  const std::vector<std::string> common{"--steps", "20", "--batch", "8", "--accumulate", std::to_string(accumulate)};
+  auto flags = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  auto ranks = start_ranks(world, flags({"--out", out}), tp::free_local_port());
+  auto single = start(worker(flags({"--out", (dir.path / "single").string(), "--single", std::to_string(world)})), {});
   for (auto& r : ranks) r.finish();
   single.finish();
   for (int r = 0; r < world; ++r) ASSERT_TRUE(ranks[static_cast<std::size_t>(r)].succeeded()) << "rank " << r << ":\n" << ranks[static_cast<std::size_t>(r)].output;
   ASSERT_TRUE(single.succeeded()) << single.output;
   // Every rank holds the same weights, bit for bit ...
   for (int r = 1; r < world; ++r) EXPECT_EQ(bytes(out + ".0"), bytes(out + "." + std::to_string(r))) << "rank " << r;
-  // ... and they are those of one process with world x the batch, up to float rounding.
+  // ... and they are those of one process with world x accumulate x the batch, up to float rounding.
   const auto a = floats(out + ".0"), b = floats(dir.path / "single");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GT(a.size(), 200u);
   double worst = 0;
   for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
   EXPECT_LT(worst, 2e-5) << "largest difference from the one-process run";
+  // One all-reduce per bucket per optimizer step, whatever the micro-batches: none runs for a
+  // micro-batch that is not the last of its step.
+  for (const auto& r : ranks) {
+    const auto at = r.output.find("all-reduces ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    long long reduces = 0, early = 0, steps = 0, buckets = 0;
+    ASSERT_EQ(std::sscanf(r.output.c_str() + at, "all-reduces %lld (%lld before a last micro-batch) in %lld steps of %lld buckets", &reduces,
+                          &early, &steps, &buckets),
+              4)
+        << r.output;
+    EXPECT_EQ(steps, 20);
+    EXPECT_GT(buckets, 1);
+    EXPECT_EQ(reduces, steps * buckets);
+    EXPECT_EQ(early, 0);
+  }
 }
 
 }  // namespace
 
 TEST(MultiProcessGloo, TwoRanksTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2); }
 TEST(MultiProcessGloo, FourRanksTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(4); }
+TEST(MultiProcessGloo, TwoRanksAccumulatingTwoMicroBatchesTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(2, 2); }
 
 TEST(MultiProcessGloo, ReducingAfterBackwardGivesTheSameWeightsAsOverlapping) {
   TempDir dir("overlap");

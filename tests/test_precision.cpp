@@ -202,3 +202,75 @@ TEST(RunEnvironment, SaysWhatTheRunComputesWith) {
     EXPECT_NE(std::string(e.what()).find("intra_op_threads must be >= 0"), std::string::npos);
   }
 }
+
+// --- gradient accumulation -------------------------------------------------------------------
+
+namespace {
+// Linear regression on 48 rows, shuffled, in batches of `batch`; plain SGD (no momentum state to
+// blur the comparison).
+auto regression_flow(std::int64_t batch) {
+  torch::manual_seed(8);
+  auto x = torch::randn({48, 4});
+  auto y = x.matmul(torch::tensor({1.0f, -2.0f, 0.5f, 3.0f}).unsqueeze(1)) + 0.1 * torch::randn({48, 1});
+  return tp::data::examples(x, y) | tp::data::shuffle(2) | tp::data::batch(batch);
+}
+
+// Sends itself SIGTERM inside the second micro-batch of the step that makes global_step `step`.
+struct SignalInMicroBatch {
+  std::shared_ptr<int> micro = std::make_shared<int>(0);
+  std::int64_t step;
+};
+
+auto accumulating_desc(SignalInMicroBatch signal = {{}, -1}) {
+  return tp::model_desc([] {
+           torch::manual_seed(7);
+           return torch::nn::Linear(4, 1);
+         })
+      .tower_function([signal](const tp::TowerContext&, torch::nn::Linear& m, const Batch& b) {
+        if (signal.step > 0 && ++*signal.micro == 3 * (signal.step - 1) + 2) std::raise(SIGTERM);
+        return torch::mse_loss(m->forward(b.data), b.target);
+      })
+      .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.05); });
+}
+}  // namespace
+
+// k micro-batches of b examples make the update of one batch of k·b (mean loss), to 1e-5;
+// global_step counts optimizer steps.
+TEST(Accumulation, KMicroBatchesGiveTheUpdateOfOneBatchKTimesLarger) {
+  auto options = tp::TrainOptions().steps_per_epoch(8).max_epoch(3);  // 24 steps: 6 passes over the data
+  auto accumulated = tp::Trainer(tp::FeedInput(regression_flow(4)), accumulating_desc(), tp::SingleDevice().accumulate(3), options);
+  auto large = tp::Trainer(tp::FeedInput(regression_flow(12)), accumulating_desc(), tp::SingleDevice(), options);
+  accumulated.train();
+  large.train();
+  EXPECT_EQ(accumulated.global_step(), 24);
+  const auto a = accumulated.model()->weight, b = large.model()->weight;
+  EXPECT_TRUE(torch::allclose(a, b, 0, 1e-5)) << a << b;
+  EXPECT_TRUE(torch::allclose(accumulated.model()->bias, large.model()->bias, 0, 1e-5));
+  EXPECT_FALSE(torch::allclose(a, tp::Trainer(tp::FeedInput(regression_flow(4)), accumulating_desc(), tp::SingleDevice(), options).model()->weight))
+      << "the comparison cannot tell trained weights from initial ones";
+  try {
+    tp::SingleDevice().accumulate(0);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "tp::SingleDevice: accumulate must be >= 1 micro-batch per optimizer step, got 0");
+  }
+}
+
+// A step is never cut between micro-batches: a stop signal inside one finishes the step's
+// accumulation and update, saves it, and the resumed run ends with the uninterrupted bits.
+TEST(Accumulation, ASignalInsideAnAccumulationFinishesItAndResumesExactly) {
+  TempDir dir("accumulate_resume");
+  auto options = tp::TrainOptions().steps_per_epoch(8).max_epoch(2);
+  std::ostringstream log;
+  auto run = [&](SignalInMicroBatch signal, auto... saver) {
+    auto t = tp::Trainer(tp::FeedInput(regression_flow(4)), accumulating_desc(signal), tp::SingleDevice().accumulate(3), options, saver...);
+    const auto outcome = t.train();
+    return std::pair{outcome, weights_of(t)};
+  };
+  const auto [interrupted, ignored] = run({std::make_shared<int>(0), 5}, tp::ModelSaver(dir.path).log_to(log));
+  EXPECT_EQ(interrupted.cause, tp::end_cause::signal);
+  EXPECT_EQ(interrupted.global_step, 5);
+  const auto [resumed, weights] = run({{}, -1}, tp::ModelSaver(dir.path).log_to(log));
+  EXPECT_EQ(resumed.cause, tp::end_cause::completed);
+  expect_bitwise_equal(weights, run({{}, -1}).second);
+}

@@ -3,12 +3,14 @@
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
-//             [--step-ms M]
+//             [--step-ms M] [--accumulate K]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
 // --stall-rank/--stall-at: that rank stops itself (SIGSTOP) there; --step-ms: each step works M
-// ms longer (so that a signal lands while it trains). A stop signal ends it after the step the
+// ms longer (so that a signal lands while it trains); --accumulate: K micro-batches of B per
+// optimizer step (with --single, one batch of W·K·B), and it prints "all-reduces N (E before a
+// last micro-batch) in S steps of B buckets" at the end. A stop signal ends it after the step the
 // ranks agree on: it prints "interrupted at global step N" and exits with 128 + the signal.
 #include <csignal>
 #include <cstdio>
@@ -72,6 +74,7 @@ int main(int argc, char** argv) try {
   const auto steps = std::stoll(get("--steps", "20"));
   const auto batch = std::stoll(get("--batch", "8"));
   const std::string out = get("--out", "weights.bin");
+  const int accumulate = std::stoi(get("--accumulate", "1"));
   torch::set_num_threads(1);
   torch::manual_seed(1);
   const auto x = torch::randn({256, 6});
@@ -80,7 +83,7 @@ int main(int argc, char** argv) try {
 
   if (flags.count("--single")) {
     const int world = std::stoi(flags["--single"]);
-    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world)), desc(),
+    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(),
                         tp::SingleDevice(), options);
     trainer.train();
     write_weights(out, trainer.model());
@@ -91,7 +94,8 @@ int main(int argc, char** argv) try {
   auto distribution = tp::MultiProcess<tp::backend::Gloo>(env)
                           .timeout(std::chrono::milliseconds(std::stoll(get("--timeout-ms", "60000"))))
                           .overlap(get("--overlap", "1") == "1")
-                          .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")));  // small: several buckets
+                          .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")))  // small: several buckets
+                          .accumulate(accumulate);
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
             std::stoi(get("--step-ms", "0"))};
@@ -104,6 +108,10 @@ int main(int argc, char** argv) try {
       return outcome.exit_status();
     }
     write_weights(out + "." + std::to_string(env.rank), trainer.model());
+    std::printf("all-reduces %lld (%lld before a last micro-batch) in %lld steps of %zu buckets\n",
+                static_cast<long long>(trainer.replicas().gradient_all_reduces()),
+                static_cast<long long>(trainer.replicas().early_gradient_all_reduces()), static_cast<long long>(trainer.global_step()),
+                trainer.replicas().buckets());
     return 0;
   };
   if (logdir.empty()) return train();

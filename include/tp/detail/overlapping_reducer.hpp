@@ -81,6 +81,13 @@ class overlapping_reducer {
     armed_ = overlap_;
   }
 
+  // With gradient accumulation, before each micro-batch's backward: only the last one's
+  // accumulated gradients count in (and launch all-reduces); the others only accumulate.
+  void arm(bool last_micro_batch) noexcept { armed_ = overlap_ && last_micro_batch; }
+
+  // All-reduces launched so far (the accumulation test counts them).
+  std::int64_t launched() const noexcept { return launched_; }
+
   // Call after backward: completes the reduction; the parameters' .grad hold the averages.
   void finish() {
     if (!overlap_) return reduce_now();
@@ -142,6 +149,7 @@ class overlapping_reducer {
   }
   void launch(std::size_t k) {
     std::vector<torch::Tensor> one{flats_[k]};
+    ++launched_;
     try {
       works_[k] = group_->allreduce(one);
     } catch (const std::exception& e) {
@@ -176,6 +184,7 @@ class overlapping_reducer {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_ = 0;
   bool armed_ = false;
+  std::int64_t launched_ = 0;
 };
 
 }  // namespace tp::detail

@@ -39,6 +39,7 @@
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
 #include <tp/detail/archive.hpp>
+#include <tp/detail/micro_batches.hpp>
 #include <tp/detail/overlapping_reducer.hpp>
 #include <tp/detail/run_tower.hpp>
 #include <tp/distributed/environment.hpp>
@@ -75,6 +76,12 @@ class MultiProcess {
     processing_ = std::move(processing);
     return *this;
   }
+  // Gradient accumulation: k micro-batches per optimizer step, one all-reduce of the
+  // accumulated gradients (after the last micro-batch's backward; none before it).
+  MultiProcess& accumulate(int k) {
+    micro_batches_ = detail::micro_batches(k, "MultiProcess");
+    return *this;
+  }
   const process_environment& environment() const noexcept { return environment_; }
 
   template <class Tower>
@@ -87,6 +94,7 @@ class MultiProcess {
           timeout_(options.timeout_),
           device_(Backend::device(env_)),
           processing_(options.processing_),
+          micro_batches_(options.micro_batches_),
           model_((connect(), tower.make_model())) {
       (*model_).to(device_);
       (*model_).train();
@@ -117,6 +125,10 @@ class MultiProcess {
     int world_size() const noexcept { return env_.world_size; }
     torch::Device device() const noexcept { return device_; }
     std::size_t buckets() const noexcept { return reducer_->buckets(); }
+    // Gradient all-reduces launched so far (one per bucket per optimizer step), and how many of
+    // them were launched before a step's last micro-batch (none should be).
+    std::int64_t gradient_all_reduces() const noexcept { return reducer_->launched(); }
+    std::int64_t early_gradient_all_reduces() const noexcept { return early_all_reduces_; }
 
     // Every rank starts from rank 0's weights, buffers and optimizer state.
     void start() {
@@ -150,12 +162,20 @@ class MultiProcess {
     template <class Input>
       requires trainable_tower<Tower, std::remove_cvref_t<decltype(std::declval<Input&>().next_batch())>>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const auto batch = to_device(input.next_batch(), device_);
       const TowerContext ctx{.is_training = true, .index = env_.rank, .device = device_, .is_main = env_.rank == 0};
-      torch::Tensor cost = detail::run_tower(tower, ctx, model_, batch);
       reducer_->begin();  // zeroes the gradients (views into the buckets: no optimizer zero_grad)
+      const auto launched_before = reducer_->launched();
+      torch::Tensor cost;
       try {
-        cost.backward();  // the buckets' all-reduces start from the gradient hooks
+        // The buckets' all-reduces start from the gradient hooks of the last micro-batch's
+        // backward: the earlier ones only accumulate.
+        cost = detail::over_micro_batches(micro_batches_, [&](bool last) {
+          const auto batch = to_device(input.next_batch(), device_);
+          auto micro_cost = detail::run_tower(tower, ctx, model_, batch);
+          if (last) early_all_reduces_ += reducer_->launched() - launched_before;
+          reducer_->arm(last);
+          return micro_cost;
+        });
         reducer_->finish();
       } catch (const detail::collective_error& e) {
         fail(e.operation, e);
@@ -272,6 +292,7 @@ class MultiProcess {
     std::chrono::milliseconds timeout_;
     torch::Device device_;
     GradientProcessing processing_;
+    int micro_batches_;
     c10::intrusive_ptr<c10d::Store> store_;
     c10::intrusive_ptr<detail::collective_group> group_;
     model_type model_;
@@ -279,6 +300,7 @@ class MultiProcess {
     std::vector<std::string> names_;
     std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
     std::int64_t steps_ = 0;
+    std::int64_t early_all_reduces_ = 0;
     bool broken_ = false;
   };
 
@@ -292,6 +314,7 @@ class MultiProcess {
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
   std::size_t bucket_bytes_ = 25u << 20;
   bool overlap_ = true;
+  int micro_batches_ = 1;
   GradientProcessing processing_;
 };
 

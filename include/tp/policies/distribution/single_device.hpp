@@ -13,6 +13,7 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
+#include <tp/detail/micro_batches.hpp>
 #include <tp/detail/run_tower.hpp>
 #include <tp/gradient_processing.hpp>
 #include <tp/tower_context.hpp>
@@ -44,14 +45,19 @@ class SingleDevice {
     processing_ = std::move(processing);
     return *this;
   }
+  // Gradient accumulation: k micro-batches per optimizer step (see detail/micro_batches.hpp).
+  SingleDevice& accumulate(int k) {
+    micro_batches_ = detail::micro_batches(k, "SingleDevice");
+    return *this;
+  }
 
   template <class Tower>
   class Replica {
    public:
     using model_type = model_t<Tower>;
 
-    Replica(Tower& tower, torch::Device device, GradientProcessing processing)
-        : model_(tower.make_model()), device_(device), processing_(std::move(processing)) {
+    Replica(Tower& tower, torch::Device device, GradientProcessing processing, int micro_batches = 1)
+        : model_(tower.make_model()), device_(device), processing_(std::move(processing)), micro_batches_(micro_batches) {
       (*model_).to(device_);
       (*model_).train();
       if (processing_.active()) names_ = detail::parameter_names(model_);
@@ -79,11 +85,12 @@ class SingleDevice {
     template <class Input>
       requires trainable_tower<Tower, std::remove_cvref_t<decltype(std::declval<Input&>().next_batch())>>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const auto batch = to_device(input.next_batch(), device_);
       const TowerContext ctx{.is_training = true, .index = 0, .device = device_, .is_main = true};
-      torch::Tensor cost = detail::run_tower(tower, ctx, model_, batch);
       optimizer_->zero_grad();
-      cost.backward();
+      auto cost = detail::over_micro_batches(micro_batches_, [&](bool) {
+        const auto batch = to_device(input.next_batch(), device_);
+        return detail::run_tower(tower, ctx, model_, batch);
+      });
       if (processing_.active() && !process_gradients()) return cost;
       optimizer_->step();
       return cost;
@@ -108,18 +115,20 @@ class SingleDevice {
     model_type model_;
     torch::Device device_;
     GradientProcessing processing_;
+    int micro_batches_;
     std::vector<std::string> names_;
     std::optional<optimizer_type> optimizer_;
   };
 
   template <class Tower>
   Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, device_, processing_);
+    return Replica<Tower>(tower, device_, processing_, micro_batches_);
   }
 
  private:
   torch::Device device_;
   GradientProcessing processing_;
+  int micro_batches_ = 1;
 };
 
 }  // namespace tp

@@ -1,0 +1,42 @@
+#pragma once
+// Gradient accumulation: one optimizer step over k micro-batches (DESIGN.md: a property of the
+// update, so the distribution policies hold it). Each micro-batch's cost is divided by k before
+// its backward, so the accumulated gradient is the mean over the k micro-batches: for equal
+// micro-batches of b examples and a mean loss, the gradient of one batch of k·b. global_step
+// counts optimizer steps, as Lightning's does; a step is never cut between micro-batches, so a
+// checkpoint (or a stop signal) never falls inside an accumulation.
+#include <stdexcept>
+#include <string>
+
+#include <torch/types.h>
+
+namespace tp::detail {
+
+// Checks a policy's accumulate(k).
+inline int micro_batches(int k, const char* policy) {
+  if (k < 1)
+    throw std::invalid_argument(std::string("tp::") + policy + ": accumulate must be >= 1 micro-batch per optimizer step, got " +
+                                std::to_string(k));
+  return k;
+}
+
+// Runs k micro-steps and the backward of each; micro_step(last) returns a micro-batch's cost
+// (`last`: the final micro-batch, after whose backward the gradients are complete). Returns the
+// step's cost: the micro-batches' mean (detached when k > 1).
+template <class MicroStep>
+torch::Tensor over_micro_batches(int k, MicroStep&& micro_step) {
+  if (k == 1) {
+    auto cost = micro_step(true);
+    cost.backward();
+    return cost;
+  }
+  torch::Tensor sum;
+  for (int m = 0; m < k; ++m) {
+    auto cost = micro_step(m + 1 == k);
+    (cost / k).backward();
+    sum = m == 0 ? cost.detach() : sum + cost.detach();
+  }
+  return sum / k;
+}
+
+}  // namespace tp::detail
