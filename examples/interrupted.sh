@@ -5,6 +5,7 @@
 #
 #   interrupted.sh <fashion_mnist> <logdir>
 set -u
+unset TP_LOGDIR_ACTION  # the second run must keep the first run's folder to resume from it
 example=$1 logdir=$2
 rm -rf "$logdir"
 command=("$example" --epochs 3 --steps-per-epoch 40 --logdir "$logdir")

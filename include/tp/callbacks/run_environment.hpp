@@ -26,6 +26,7 @@
 #include <cpuid.h>
 #endif
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <tp/precision.hpp>
@@ -100,12 +101,13 @@ class RunEnvironment {
     line << "tp: CPU " << (cpu.model.empty() ? "(unknown)" : cpu.model) << " (";
     for (const auto& i : isa) line << i << " ";
     line << (cpu.has_bf16() ? "bf16 in hardware" : "no bf16 instructions") << ")";
-    const auto blas = detail::describe_blas();
-    line << "; BLAS " << (blas.empty() ? "not OpenBLAS" : blas) << "; " << at::get_num_threads() << " intra-op thread(s) of " << std::thread::hardware_concurrency() << " cores; precision "
+    // Debian's LibTorch calls the system BLAS (OpenBLAS once set up); PyTorch's own builds link MKL.
+    const auto blas = at::hasMKL() ? std::string("MKL (in LibTorch)") : detail::describe_blas();
+    line << "; BLAS " << (blas.empty() ? "neither OpenBLAS nor MKL" : blas) << "; " << at::get_num_threads() << " intra-op thread(s) of " << std::thread::hardware_concurrency() << " cores; precision "
          << precision_name(precision) << "; memory format " << (channels_last ? "channels-last" : "contiguous") << "\n";
     if (blas.empty())
-      line << "tp: warning: LibTorch does not call OpenBLAS; the reference BLAS is about 20 times slower (install "
-              "libopenblas0-openmp)\n";
+      line << "tp: warning: LibTorch calls neither OpenBLAS nor MKL; the reference BLAS is about 20 times slower (on "
+              "Debian, install libopenblas0-openmp)\n";
     if (const unsigned cores = std::thread::hardware_concurrency();
         static_cast<unsigned>(at::get_num_threads()) < cores && !std::getenv("OMP_NUM_THREADS"))
       line << "tp: hint: LibTorch uses " << at::get_num_threads() << " of " << cores << " cores; TrainOptions().intra_op_threads(" << cores
