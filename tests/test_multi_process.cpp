@@ -127,10 +127,11 @@ std::string bytes(const fs::path& path) {
 
 // `world` ranks with batch 8, each step over `accumulate` micro-batches, against one process with
 // a batch world x accumulate times larger.
-void expect_same_training(int world, int accumulate = 1) {
+// With a loss scale, both sides scale dynamically from it.
+void expect_same_training(int world, int accumulate = 1, std::string loss_scale = "0") {
   TempDir dir("equal" + std::to_string(world) + "_" + std::to_string(accumulate));
   const auto out = (dir.path / "w").string();
-  const std::vector<std::string> common{"--steps", "20", "--batch", "8", "--accumulate", std::to_string(accumulate)};
+  const std::vector<std::string> common{"--steps", "20", "--batch", "8", "--accumulate", std::to_string(accumulate), "--loss-scale", loss_scale};
   auto flags = [&](std::vector<std::string> more) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
@@ -172,6 +173,32 @@ void expect_same_training(int world, int accumulate = 1) {
 TEST(MultiProcessGloo, TwoRanksTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2); }
 TEST(MultiProcessGloo, FourRanksTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(4); }
 TEST(MultiProcessGloo, TwoRanksAccumulatingTwoMicroBatchesTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(2, 2); }
+// Loss scaling from 1024 (a power of two, doubling every 3 updates, never overflowing here)
+// changes nothing: the ranks reduce scaled gradients and unscale the sum.
+TEST(MultiProcessGloo, TwoRanksAccumulatingWithLossScalingTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(2, 2, "1024"); }
+
+// From a scale of 2^127 the first gradients overflow. The ranks check the reduced gradients, so
+// they skip the same updates and back off the same way: they end with the same weights and scale.
+TEST(MultiProcessGloo, RanksSkipTheSameOverflowingUpdatesWithLossScaling) {
+  TempDir dir("loss_scale_skip");
+  const auto out = (dir.path / "w").string();
+  auto ranks = start_ranks(2, {"--steps", "15", "--batch", "8", "--loss-scale", "1.7014118346046923e38", "--out", out}, tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  std::vector<std::string> scales;
+  for (const auto& r : ranks) {
+    ASSERT_TRUE(r.succeeded()) << r.output;
+    const auto at = r.output.find("loss scale ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    scales.push_back(r.output.substr(at, r.output.find('\n', at) - at));
+    long long skipped = 0;
+    double scale = 0;
+    ASSERT_EQ(std::sscanf(scales.back().c_str(), "loss scale %lf after %lld skipped updates", &scale, &skipped), 2) << scales.back();
+    EXPECT_GT(skipped, 0) << r.output;
+    EXPECT_LT(skipped, 15) << r.output;
+  }
+  EXPECT_EQ(scales[0], scales[1]);
+  EXPECT_EQ(bytes(out + ".0"), bytes(out + ".1"));
+}
 
 TEST(MultiProcessGloo, ReducingAfterBackwardGivesTheSameWeightsAsOverlapping) {
   TempDir dir("overlap");

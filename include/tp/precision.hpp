@@ -13,8 +13,10 @@
 //   lose the small contributions a sum of many gradients is made of. bf16 has fp32's range, so
 //   there is no loss scaling. It is fast where the CPU has bf16 instructions (AVX-512 BF16,
 //   AMX); elsewhere it is slower than fp32 (tp::RunEnvironment says which the CPU has).
-// - fp16_mixed: autocast with float16, on CUDA only (with dynamic loss scaling, see
-//   tp/loss_scaler.hpp); asking for it on a CPU tower is an error.
+// - fp16_mixed: autocast with float16, on CUDA only; asking for it on a CPU tower is an error.
+//   fp16's range is narrow, so it comes with dynamic loss scaling (tp/loss_scaler.hpp). The
+//   gradients are still fp32 (of fp32 weights), reduced while scaled, and unscaled after the
+//   reduction, so every tower and rank checks the same sums for inf/NaN.
 // - channels_last: the model's 4-D parameters and the batches' 4-D tensors in NHWC order, in
 //   which oneDNN's convolutions run fastest. The input policies convert batches on their own
 //   thread (QueueInput), not in the step.

@@ -17,6 +17,7 @@
 #include <tp/checkpoint.hpp>
 #include <tp/hyperparam.hpp>
 #include <tp/log_dir.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/callbacks/throughput.hpp>
 #include <tp/callbacks/trigger.hpp>
 #include <tp/concepts/callback.hpp>

@@ -59,6 +59,7 @@
 #include <tp/detail/hook_dispatch.hpp>
 #include <tp/detail/signals.hpp>
 #include <tp/detail/time_budget.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/stop_training.hpp>
 #include <tp/train_options.hpp>
 #include <tp/train_outcome.hpp>
@@ -288,8 +289,8 @@ class Trainer {
   // --- state: what a checkpoint holds -------------------------------------------------------
   // Everything a resumed run needs to go on exactly as an uninterrupted one: the loop's place,
   // the main model's parameters and buffers, every optimizer (with its hyperparameters), the
-  // CPU random generator, the input's position in its dataflow, and the state of the callbacks
-  // that have some. Multi-tower policies bring the other towers back to the main one at start.
+  // loss scaler, the CPU and CUDA random generators, the input's position in its dataflow, and
+  // the state of the callbacks that have some. Multi-tower policies bring the other towers back to the main one at start.
   void save_state(torch::serialize::OutputArchive& archive) {
     namespace d = detail;
     archive.write("tp/format", c10::IValue(std::int64_t{1}));
@@ -307,7 +308,13 @@ class Trainer {
       archive.write("optimizer/" + std::to_string(count++), one);
     });
     archive.write("optimizer/count", c10::IValue(count));
+    if (const auto* scaler = d::loss_scaler_of(tower_)) {
+      torch::serialize::OutputArchive one;
+      scaler->save(one);
+      archive.write("loss_scaler", one);
+    }
     d::save_cpu_rng(archive, "rng/cpu");
+    d::save_cuda_rng(archive, "rng/cuda");
     if constexpr (requires { input_.position(); }) {
       const auto where = input_.position();
       archive.write("input/flow", c10::IValue(std::vector<std::int64_t>(where.flow.begin(), where.flow.end())));
@@ -355,7 +362,11 @@ class Trainer {
     });
     if (count != saved_count)
       throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has " + std::to_string(count));
+    // A checkpoint of a run without loss scaling leaves the scaler at its initial scale.
+    torch::serialize::InputArchive scaler_state;
+    if (auto* scaler = d::loss_scaler_of(tower_); scaler && archive.try_read("loss_scaler", scaler_state)) scaler->load(scaler_state);
     d::load_cpu_rng(archive, "rng/cpu");
+    d::load_cuda_rng(archive, "rng/cuda");
     if constexpr (requires(data::position p) { input_.restore(p); }) {
       data::position where;
       for (auto v : d::read_ints(archive, "input/flow")) where.flow.push_back(static_cast<std::uint64_t>(v));

@@ -1,5 +1,6 @@
 // Type-checks tp's CUDA and NCCL code paths (TP_WITH_CUDA) on a machine without a GPU:
-// StagingInput on a CUDA device, Replicated<NCCL> and MultiProcess<backend::NCCL>. Compiled with -fsyntax-only; nothing is
+// StagingInput on a CUDA device, Replicated<NCCL> and MultiProcess<backend::NCCL>, fp16-mixed
+// precision with its loss scaler, and the CUDA generators in checkpoints. Compiled with -fsyntax-only; nothing is
 // linked or run. The GPU tests themselves run where LibTorch has CUDA.
 #include <tp/policies/comm/nccl_backend.hpp>
 #include <tp/tp.hpp>
@@ -14,4 +15,15 @@ int main() {
   trainer.train();
   tp::Trainer processes(tp::DummyInput(torch::zeros({2, 4})), desc, tp::MultiProcess<tp::backend::NCCL>(), tp::TrainOptions().steps_per_epoch(1));
   processes.train();
+  auto fp16 = tp::model_desc([] { return torch::nn::Linear(4, 1); })
+                  .tower_function([](const tp::TowerContext&, torch::nn::Linear& m, const torch::Tensor& x) { return m->forward(x).sum(); })
+                  .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.1); })
+                  .precision(tp::precision::fp16_mixed);
+  tp::Trainer half(tp::DummyInput(torch::zeros({2, 4})), fp16, tp::MultiProcess<tp::backend::NCCL>().accumulate(2), tp::TrainOptions().steps_per_epoch(1));
+  half.train();
+  tp::Trainer half_towers(tp::DummyInput(torch::zeros({2, 4})), fp16, tp::Replicated<tp::NCCL>({torch::Device("cuda:0")}).accumulate(2),
+                          tp::TrainOptions().steps_per_epoch(1));
+  half_towers.train();
+  torch::serialize::OutputArchive archive;
+  half_towers.save_state(archive);
 }

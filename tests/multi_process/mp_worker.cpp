@@ -3,7 +3,7 @@
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
-//             [--step-ms M] [--accumulate K]
+//             [--step-ms M] [--accumulate K] [--loss-scale S]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -12,6 +12,8 @@
 // optimizer step (with --single, one batch of W·K·B), and it prints "all-reduces N (E before a
 // last micro-batch) in S steps of B buckets" at the end. A stop signal ends it after the step the
 // ranks agree on: it prints "interrupted at global step N" and exits with 128 + the signal.
+// --loss-scale: dynamic loss scaling from S (growth every 3 updates); it prints "loss scale X
+// after K skipped updates" at the end.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -47,15 +49,23 @@ struct Step {
   }
 };
 
-auto desc() {
-  return tp::model_desc([] {
+auto desc(double loss_scale) {
+  auto scaling = tp::LossScaler().growth_interval(3);
+  if (loss_scale > 0) scaling.init_scale(loss_scale);
+  auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
+  return with(tp::model_desc([] {
            torch::manual_seed(5);
            return torch::nn::Sequential(torch::nn::Linear(6, 32), torch::nn::Tanh(), torch::nn::Linear(32, 1));
          })
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
         return torch::mse_loss(m->forward(b.data), b.target);
       })
-      .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9)); });
+      .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9)); }));
+}
+
+void print_loss_scale(auto& trainer) {
+  if (const auto* scaler = trainer.tower().loss_scaler())
+    std::printf("loss scale %g after %lld skipped updates\n", scaler->scale(), static_cast<long long>(scaler->skipped()));
 }
 
 void write_weights(const std::string& path, torch::nn::Sequential& model) {
@@ -75,6 +85,7 @@ int main(int argc, char** argv) try {
   const auto batch = std::stoll(get("--batch", "8"));
   const std::string out = get("--out", "weights.bin");
   const int accumulate = std::stoi(get("--accumulate", "1"));
+  const double loss_scale = std::stod(get("--loss-scale", "0"));
   torch::set_num_threads(1);
   torch::manual_seed(1);
   const auto x = torch::randn({256, 6});
@@ -83,10 +94,11 @@ int main(int argc, char** argv) try {
 
   if (flags.count("--single")) {
     const int world = std::stoi(flags["--single"]);
-    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(),
+    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(loss_scale),
                         tp::SingleDevice(), options);
     trainer.train();
     write_weights(out, trainer.model());
+    print_loss_scale(trainer);
     return 0;
   }
 
@@ -102,7 +114,7 @@ int main(int argc, char** argv) try {
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(), std::move(distribution), options, step, std::move(saver)...);
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale), std::move(distribution), options, step, std::move(saver)...);
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
       return outcome.exit_status();
@@ -112,6 +124,7 @@ int main(int argc, char** argv) try {
                 static_cast<long long>(trainer.replicas().gradient_all_reduces()),
                 static_cast<long long>(trainer.replicas().early_gradient_all_reduces()), static_cast<long long>(trainer.global_step()),
                 trainer.replicas().buckets());
+    print_loss_scale(trainer);
     return 0;
   };
   if (logdir.empty()) return train();

@@ -1,6 +1,7 @@
 #pragma once
 // Small typed reads and writes on LibTorch's serialize archives, for the state a checkpoint
 // holds. A missing or mistyped entry is an error that names the entry, never a default value.
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -74,6 +77,32 @@ inline void load_cpu_rng(InputArchive& archive, const std::string& key) {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
+}
+
+// Every visible CUDA device's default generator (dropout on the GPU), under key/0, key/1, ...,
+// and their count under key/count; nothing but a count of 0 without CUDA. Reached through
+// ATen's device-generic context, so this compiles and runs with a CPU-only LibTorch. A run
+// resumed on fewer GPUs restores those it has.
+inline void save_cuda_rng(OutputArchive& archive, const std::string& key) {
+  const std::int64_t count = torch::cuda::is_available() ? static_cast<std::int64_t>(torch::cuda::device_count()) : 0;
+  archive.write(key + "/count", c10::IValue(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    auto generator = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    archive.write(key + "/" + std::to_string(i), generator.get_state());
+  }
+}
+inline void load_cuda_rng(InputArchive& archive, const std::string& key) {
+  c10::IValue saved;
+  if (!archive.try_read(key + "/count", saved)) return;  // written before tp saved CUDA generators
+  if (!saved.isInt()) throw checkpoint_error("the checkpoint entry '" + key + "/count' is not an integer");
+  const std::int64_t here = torch::cuda::is_available() ? static_cast<std::int64_t>(torch::cuda::device_count()) : 0;
+  for (std::int64_t i = 0; i < std::min(saved.toInt(), here); ++i) {
+    const auto state = read_tensor(archive, key + "/" + std::to_string(i));
+    auto generator = at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  }
 }
 
 // A module's parameters and buffers by name. Loading checks every name, shape and type against

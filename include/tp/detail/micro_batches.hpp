@@ -21,19 +21,25 @@ inline int micro_batches(int k, const char* policy) {
 }
 
 // Runs k micro-steps and the backward of each; micro_step(last) returns a micro-batch's cost
-// (`last`: the final micro-batch, after whose backward the gradients are complete). Returns the
-// step's cost: the micro-batches' mean (detached when k > 1).
+// (`last`: the final micro-batch, after whose backward the gradients are complete). Each
+// backward runs on cost · loss_scale / k (see tp/loss_scaler.hpp; a power-of-two scale changes
+// no bit of the unscaled gradients). Returns the step's cost, unscaled: the micro-batches' mean
+// (detached when k > 1).
 template <class MicroStep>
-torch::Tensor over_micro_batches(int k, MicroStep&& micro_step) {
+torch::Tensor over_micro_batches(int k, double loss_scale, MicroStep&& micro_step) {
+  const auto backward = [&](const torch::Tensor& cost) {
+    auto scaled = loss_scale == 1.0 ? cost : cost * loss_scale;
+    (k == 1 ? scaled : scaled / k).backward();
+  };
   if (k == 1) {
     auto cost = micro_step(true);
-    cost.backward();
+    backward(cost);
     return cost;
   }
   torch::Tensor sum;
   for (int m = 0; m < k; ++m) {
     auto cost = micro_step(m + 1 == k);
-    (cost / k).backward();
+    backward(cost);
     sum = m == 0 ? cost.detach() : sum + cost.detach();
   }
   return sum / k;

@@ -1,7 +1,8 @@
 #pragma once
 // The towers of a multi-tower distribution policy: one model per device, built by the tower
-// policy's make_model() and made identical to tower 0; each step, every tower pulls its own
-// batch and runs forward and backward in its own thread.
+// policy's make_model() and made identical to tower 0; each step, every tower gets its own
+// batches (k micro-batches with gradient accumulation) and runs forward and backward in its own
+// thread.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -14,6 +15,7 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
+#include <tp/detail/micro_batches.hpp>
 #include <tp/detail/run_tower.hpp>
 #include <tp/detail/tower_threads.hpp>
 #include <tp/tower_context.hpp>
@@ -98,18 +100,32 @@ class tower_set {
     for (int i = 0; i < size(); ++i) batches.push_back(to_device(input.next_batch(), device(i)));
     return batches;
   }
+  // A step's batches with k micro-batches per tower: [micro-batch][tower], pulled in that order.
+  template <class Input>
+  auto pull_micro_batches(Input& input, int k) {
+    std::vector<decltype(pull(input))> batches;
+    batches.reserve(static_cast<std::size_t>(k));
+    for (int m = 0; m < k; ++m) batches.push_back(pull(input));
+    return batches;
+  }
 
-  // Forward and backward on every tower at once, gradients zeroed first. Returns the costs.
+  // Tower i's forward and backward over its k micro-batches, gradients zeroed first and then
+  // accumulated (detail/micro_batches.hpp). Returns its cost. Runs in tower i's thread.
   template <class Batch>
-  std::vector<torch::Tensor> forward_backward(Tower& tower, const std::vector<Batch>& batches) {
+  torch::Tensor forward_backward(Tower& tower, int i, const std::vector<std::vector<Batch>>& batches, double loss_scale) {
+    for (auto& p : parameters(i))
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    const TowerContext ctx{.is_training = true, .index = i, .device = device(i), .is_main = i == 0};
+    std::size_t m = 0;
+    return over_micro_batches(static_cast<int>(batches.size()), loss_scale,
+                              [&](bool) { return run_tower(tower, ctx, model(i), batches[m++][static_cast<std::size_t>(i)]); });
+  }
+  // The same on every tower at once. Returns the costs.
+  template <class Input>
+  std::vector<torch::Tensor> forward_backward(Tower& tower, Input& input, int micro_batches, double loss_scale) {
+    const auto batches = pull_micro_batches(input, micro_batches);
     std::vector<torch::Tensor> costs(models_.size());
-    threads_.run([&](int i) {
-      for (auto& p : parameters(i))
-        if (p.grad().defined()) p.mutable_grad().zero_();
-      const TowerContext ctx{.is_training = true, .index = i, .device = device(i), .is_main = i == 0};
-      costs[static_cast<std::size_t>(i)] = run_tower(tower, ctx, model(i), batches[static_cast<std::size_t>(i)]);
-      costs[static_cast<std::size_t>(i)].backward();
-    });
+    threads_.run([&](int i) { costs[static_cast<std::size_t>(i)] = forward_backward(tower, i, batches, loss_scale); });
     return costs;
   }
 

@@ -3,7 +3,8 @@
 // without waiting for the others (tensorpack's AsyncMultiGPUTrainer). A tower starts its step
 // from the shared weights as they are then, so its gradient may be a few updates stale; each
 // gradient is scaled by 1/towers unless scale_gradient(false). Updates are applied one at a
-// time under a lock, so none is lost; updates() counts them.
+// time under a lock, so none is lost; updates() counts them. A skipped update (inf/NaN with loss
+// scaling, or GradientProcessing's skip) is not counted.
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <tp/detail/run_tower.hpp>
 #include <tp/detail/tower_set.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/distribution/replicated.hpp>
 
@@ -36,6 +38,12 @@ class Async {
     scale_ = scale;
     return *this;
   }
+  // Gradient accumulation: each tower accumulates k micro-batches before its update
+  // (detail/micro_batches.hpp).
+  Async& accumulate(int k) {
+    micro_batches_ = detail::micro_batches(k, "Async");
+    return *this;
+  }
   Async& gradients(GradientProcessing processing) {
     processing_ = std::move(processing);
     return *this;
@@ -47,7 +55,12 @@ class Async {
     using model_type = model_t<Tower>;
 
     Replica(Tower& tower, const Async& options)
-        : scale_(options.scale_), processing_(options.processing_), towers_(tower, options.devices_), shared_(tower.make_model()) {
+        : scale_(options.scale_),
+          micro_batches_(options.micro_batches_),
+          processing_(options.processing_),
+          towers_(tower, options.devices_),
+          shared_(tower.make_model()),
+          scaler_(detail::loss_scaler_of(tower)) {
       detail::copy_state(shared_, towers_.model(0));
       optimizer_.emplace(tower.make_optimizer(shared_));
       shared_parameters_ = (*shared_).parameters();
@@ -70,26 +83,23 @@ class Async {
 
     template <class Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const auto batches = towers_.pull(input);
+      const auto batches = towers_.pull_micro_batches(input, micro_batches_);
       std::vector<torch::Tensor> costs(static_cast<std::size_t>(towers_.size()));
       const double scale = scale_ ? 1.0 / towers_.size() : 1.0;
       towers_.threads().run([&](int i) {
         auto& params = towers_.parameters(i);
+        double loss_scale = 1.0;
         {
-          std::lock_guard lock(mutex_);  // start from the shared weights as they are now
+          std::lock_guard lock(mutex_);  // start from the shared weights (and loss scale) as they are now
           torch::NoGradGuard no_grad;
           for (std::size_t k = 0; k < params.size(); ++k) params[k].copy_(shared_parameters_[k]);
+          loss_scale = detail::loss_scale(scaler_);
         }
-        for (auto& p : params)
-          if (p.grad().defined()) p.mutable_grad().zero_();
-        const TowerContext ctx{.is_training = true, .index = i, .device = towers_.device(i), .is_main = i == 0};
-        auto& cost = costs[static_cast<std::size_t>(i)];
-        cost = detail::run_tower(tower, ctx, towers_.model(i), batches[static_cast<std::size_t>(i)]);
-        cost.backward();
+        costs[static_cast<std::size_t>(i)] = towers_.forward_backward(tower, i, batches, loss_scale);
         std::vector<torch::Tensor> gradients;
         for (auto& p : params) gradients.push_back(p.grad().defined() ? p.grad().mul(scale) : torch::zeros_like(p));
         std::lock_guard lock(mutex_);  // one update at a time: none is lost
-        if (!processing_.apply(gradients, names_)) return;
+        if (!detail::ready_for_update(scaler_, loss_scale, processing_, gradients, names_)) return;
         for (std::size_t k = 0; k < params.size(); ++k) shared_parameters_[k].mutable_grad() = gradients[k].to(shared_parameters_[k].device());
         optimizer_->step();
         ++updates_;
@@ -99,12 +109,14 @@ class Async {
 
    private:
     bool scale_;
+    int micro_batches_;
     GradientProcessing processing_;
     detail::tower_set<Tower> towers_;
     model_type shared_;
     std::optional<optimizer_t<Tower>> optimizer_;
     std::vector<torch::Tensor> shared_parameters_;
     std::vector<std::string> names_;
+    LossScaler* scaler_;  // the tower policy's (or none); read and updated under mutex_
     mutable std::mutex mutex_;
     std::int64_t updates_ = 0;
   };
@@ -117,6 +129,7 @@ class Async {
  private:
   std::vector<torch::Device> devices_;
   bool scale_ = true;
+  int micro_batches_ = 1;
   GradientProcessing processing_;
 };
 

@@ -45,6 +45,7 @@
 #include <tp/distributed/environment.hpp>
 #include <tp/distributed/rendezvous.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp {
@@ -99,6 +100,7 @@ class MultiProcess {
       (*model_).to(device_);
       (*model_).train();
       optimizer_.emplace(tower.make_optimizer(model_));
+      scaler_ = detail::loss_scaler_of(tower);
       if (processing_.active()) names_ = detail::parameter_names(model_);
       reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, options.bucket_bytes_, options.overlap_);
       reducer_->hook();
@@ -169,7 +171,7 @@ class MultiProcess {
       try {
         // The buckets' all-reduces start from the gradient hooks of the last micro-batch's
         // backward: the earlier ones only accumulate.
-        cost = detail::over_micro_batches(micro_batches_, [&](bool last) {
+        cost = detail::over_micro_batches(micro_batches_, detail::loss_scale(scaler_), [&](bool last) {
           const auto batch = to_device(input.next_batch(), device_);
           auto micro_cost = detail::run_tower(tower, ctx, model_, batch);
           if (last) early_all_reduces_ += reducer_->launched() - launched_before;
@@ -183,7 +185,9 @@ class MultiProcess {
         fail("the gradient all-reduce during backward", e);
       }
       ++steps_;
-      if (processing_.active() && !process_gradients()) return cost;
+      // The reduced gradients are the same on every rank, so the loss scaler's inf check and
+      // gradient processing take the same decision everywhere.
+      if ((scaler_ || processing_.active()) && !process_gradients()) return cost;
       optimizer_->step();
       return cost;
     }
@@ -246,7 +250,7 @@ class MultiProcess {
     bool process_gradients() {
       std::vector<torch::Tensor> gradients;
       for (auto& p : (*model_).parameters()) gradients.push_back(p.grad());
-      return processing_.apply(gradients, names_);
+      return detail::ready_for_update(scaler_, detail::loss_scale(scaler_), processing_, gradients, names_);
     }
 
     // A collective failed: find which ranks are gone, and say so.
@@ -298,6 +302,7 @@ class MultiProcess {
     model_type model_;
     std::optional<optimizer_t<Tower>> optimizer_;
     std::vector<std::string> names_;
+    LossScaler* scaler_ = nullptr;  // the tower policy's, which outlives the replica
     std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
     std::int64_t steps_ = 0;
     std::int64_t early_all_reduces_ = 0;

@@ -22,6 +22,7 @@
 #include <tp/detail/gradient_buckets.hpp>
 #include <tp/detail/tower_set.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/distribution/replicated.hpp>
 
@@ -55,6 +56,11 @@ class ParameterServer {
     bucket_bytes_ = bytes;
     return *this;
   }
+  // Gradient accumulation: k micro-batches per tower per optimizer step (detail/micro_batches.hpp).
+  ParameterServer& accumulate(int k) {
+    micro_batches_ = detail::micro_batches(k, "ParameterServer");
+    return *this;
+  }
   ParameterServer& gradients(GradientProcessing processing) {
     processing_ = std::move(processing);
     return *this;
@@ -66,7 +72,7 @@ class ParameterServer {
     using model_type = model_t<Tower>;
 
     Replica(Tower& tower, const ParameterServer& options)
-        : options_(options), towers_(tower, options.devices_), server_(tower.make_model()) {
+        : options_(options), towers_(tower, options.devices_), server_(tower.make_model()), scaler_(detail::loss_scaler_of(tower)) {
       (*server_).to(options_.place_);
       detail::copy_state(server_, towers_.model(0));
       optimizer_.emplace(tower.make_optimizer(server_));
@@ -91,8 +97,8 @@ class ParameterServer {
 
     template <class Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const auto batches = towers_.pull(input);
-      auto costs = towers_.forward_backward(tower, batches);
+      const double scale = detail::loss_scale(scaler_);
+      auto costs = towers_.forward_backward(tower, input, options_.micro_batches_, scale);
       std::vector<torch::Tensor> reduced;
       std::vector<torch::Tensor> flats(static_cast<std::size_t>(towers_.size()));
       for (const auto& b : buckets_) {
@@ -100,7 +106,7 @@ class ParameterServer {
           flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i)).to(options_.place_);
         reduced.push_back(detail::mean_of(flats));
       }
-      if (options_.processing_.apply(reduced, names_)) {
+      if (detail::ready_for_update(scaler_, scale, options_.processing_, reduced, names_)) {
         for (std::size_t k = 0; k < buckets_.size(); ++k) detail::unflatten_gradients(buckets_[k], reduced[k], server_parameters_);
         optimizer_->step();
         push_weights();
@@ -128,6 +134,7 @@ class ParameterServer {
     std::vector<torch::Tensor> server_parameters_;
     std::vector<detail::bucket> buckets_;
     std::vector<std::string> names_;
+    LossScaler* scaler_;  // the tower policy's (or none), which outlives the replica
   };
 
   template <class Tower>
@@ -140,6 +147,7 @@ class ParameterServer {
   torch::Device place_;
   std::size_t bucket_bytes_ = 25u << 20;
   GradientProcessing processing_;
+  int micro_batches_ = 1;
 };
 
 }  // namespace tp

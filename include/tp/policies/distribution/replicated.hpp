@@ -23,6 +23,7 @@
 #include <tp/detail/gradient_buckets.hpp>
 #include <tp/detail/tower_set.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/comm/nccl.hpp>
 
@@ -62,6 +63,12 @@ class Replicated {
     processing_ = std::move(processing);
     return *this;
   }
+  // Gradient accumulation: k micro-batches per tower per optimizer step, reduced once (see
+  // detail/micro_batches.hpp).
+  Replicated& accumulate(int k) {
+    micro_batches_ = detail::micro_batches(k, "Replicated");
+    return *this;
+  }
   // Copies tower 0's weights to the other towers every n epochs (floating point can make
   // replicas drift apart over a long run).
   Replicated& resync_every_epochs(int n) {
@@ -76,7 +83,8 @@ class Replicated {
    public:
     using model_type = model_t<Tower>;
 
-    Replica(Tower& tower, const Replicated& options) : options_(options), towers_(tower, options.devices_), comm_(options.devices_) {
+    Replica(Tower& tower, const Replicated& options)
+        : options_(options), towers_(tower, options.devices_), comm_(options.devices_), scaler_(detail::loss_scaler_of(tower)) {
       for (int i = 0; i < towers_.size(); ++i) optimizers_.push_back(tower.make_optimizer(towers_.model(i)));
       buckets_ = detail::make_buckets(towers_.parameters(0), options_.bucket_bytes_);
       names_ = detail::bucket_names(buckets_, detail::parameter_names(towers_.model(0)));
@@ -103,14 +111,13 @@ class Replicated {
 
     template <class Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const auto batches = towers_.pull(input);
-      auto costs = towers_.forward_backward(tower, batches);
+      auto costs = towers_.forward_backward(tower, input, options_.micro_batches_, detail::loss_scale(scaler_));
       if (reduce_gradients()) towers_.threads().run([&](int i) { optimizers_[static_cast<std::size_t>(i)].step(); });
       return costs[0];
     }
 
-    // Averages the towers' gradients, bucket by bucket, and processes the average. Returns
-    // false if the update is to be skipped.
+    // Averages the towers' gradients, bucket by bucket, unscales (with loss scaling) and
+    // processes the average. Returns false if the update is to be skipped.
     bool reduce_gradients() {
       const auto n = static_cast<std::size_t>(towers_.size());
       std::vector<std::vector<torch::Tensor>> reduced(n);  // [tower][bucket]
@@ -123,9 +130,13 @@ class Replicated {
       }
       // Once on the average; again on a tower's own copy only where the comm made one (the
       // same input gives every tower the same result and the same decision).
-      const bool apply = options_.processing_.apply(reduced[0], names_);
-      for (std::size_t i = 1; i < n; ++i)
-        if (!reduced[i].empty() && !reduced[i][0].is_same(reduced[0][0])) options_.processing_.apply(reduced[i], names_);
+      const double scale = detail::loss_scale(scaler_);
+      const bool apply = detail::ready_for_update(scaler_, scale, options_.processing_, reduced[0], names_);
+      for (std::size_t i = 1; i < n && apply; ++i)
+        if (!reduced[i].empty() && !reduced[i][0].is_same(reduced[0][0])) {
+          if (scaler_) LossScaler::unscale(reduced[i], scale);
+          options_.processing_.apply(reduced[i], names_);
+        }
       if (!apply) return false;
       towers_.threads().run([&](int i) {
         for (std::size_t k = 0; k < buckets_.size(); ++k)
@@ -142,6 +153,7 @@ class Replicated {
     std::vector<detail::bucket> buckets_;
     std::vector<std::string> names_;
     std::int64_t reduce_calls_ = 0;
+    LossScaler* scaler_;  // the tower policy's (or none), which outlives the replica
   };
 
   template <class Tower>
@@ -154,6 +166,7 @@ class Replicated {
   std::size_t bucket_bytes_ = 25u << 20;
   GradientProcessing processing_;
   int resync_every_ = 0;
+  int micro_batches_ = 1;
 };
 
 }  // namespace tp

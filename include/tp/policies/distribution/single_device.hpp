@@ -16,6 +16,7 @@
 #include <tp/detail/micro_batches.hpp>
 #include <tp/detail/run_tower.hpp>
 #include <tp/gradient_processing.hpp>
+#include <tp/loss_scaler.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp {
@@ -62,6 +63,7 @@ class SingleDevice {
       (*model_).train();
       if (processing_.active()) names_ = detail::parameter_names(model_);
       if constexpr (detail::has_optimizer_factory<Tower, model_type>) optimizer_.emplace(tower.make_optimizer(model_));
+      scaler_ = detail::loss_scaler_of(tower);
     }
 
     model_type& main_model() noexcept { return model_; }
@@ -87,23 +89,24 @@ class SingleDevice {
     torch::Tensor run_step(Tower& tower, Input& input) {
       const TowerContext ctx{.is_training = true, .index = 0, .device = device_, .is_main = true};
       optimizer_->zero_grad();
-      auto cost = detail::over_micro_batches(micro_batches_, [&](bool) {
+      const double scale = detail::loss_scale(scaler_);
+      auto cost = detail::over_micro_batches(micro_batches_, scale, [&](bool) {
         const auto batch = to_device(input.next_batch(), device_);
         return detail::run_tower(tower, ctx, model_, batch);
       });
-      if (processing_.active() && !process_gradients()) return cost;
+      if ((scaler_ || processing_.active()) && !process_gradients(scale)) return cost;
       optimizer_->step();
       return cost;
     }
 
    private:
-    bool process_gradients() {
+    bool process_gradients(double used_scale) {
       std::vector<torch::Tensor> gradients;
       for (auto& p : (*model_).parameters()) {
         if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
         gradients.push_back(p.grad());
       }
-      return processing_.apply(gradients, names_);
+      return detail::ready_for_update(scaler_, used_scale, processing_, gradients, names_);
     }
 
     // The tower's optimizer type, or std::monostate for a tower without one (a user step).
@@ -118,6 +121,7 @@ class SingleDevice {
     int micro_batches_;
     std::vector<std::string> names_;
     std::optional<optimizer_type> optimizer_;
+    LossScaler* scaler_ = nullptr;  // the tower policy's, which outlives the replica
   };
 
   template <class Tower>

@@ -12,11 +12,15 @@
 //
 // What the towers compute in (tp/precision.hpp): .precision(tp::precision::bf16_mixed) runs the
 // tower function under autocast; .channels_last() puts the model's 4-D weights, and the
-// batches the input gives, in channels-last order.
+// batches the input gives, in channels-last order; fp16_mixed turns on dynamic loss scaling
+// (tp/loss_scaler.hpp), whose options .loss_scaling(tp::LossScaler()...) sets.
 #include <concepts>
 #include <type_traits>
 #include <utility>
 
+#include <optional>
+
+#include <tp/loss_scaler.hpp>
 #include <tp/precision.hpp>
 #include <tp/tower_context.hpp>
 
@@ -24,6 +28,13 @@ namespace tp {
 
 struct no_tower_function {};
 struct no_optimizer {};
+
+// What a tower computes in: precision, memory format, and the loss scaler (state included).
+struct tower_format {
+  tp::precision precision = tp::precision::fp32;
+  bool channels_last = false;
+  std::optional<LossScaler> loss_scaler;
+};
 
 template <class MakeModel, class TowerFunction = no_tower_function, class MakeOptimizer = no_optimizer>
 class ModelDesc {
@@ -35,7 +46,7 @@ class ModelDesc {
 
   auto make_model() {
     auto model = make_model_();
-    if (channels_last_) {
+    if (format_.channels_last) {
       if constexpr (requires { channels_last_module(*model); }) channels_last_module(*model);  // a module holder
       else if constexpr (std::is_base_of_v<torch::nn::Module, decltype(model)>) channels_last_module(model);
     }
@@ -56,30 +67,37 @@ class ModelDesc {
 
   template <class F>
   auto tower_function(F f) && {
-    return ModelDesc<MakeModel, F, MakeOptimizer>(std::move(make_model_), std::move(f), std::move(make_optimizer_)).same_format_as(*this);
+    return ModelDesc<MakeModel, F, MakeOptimizer>(std::move(make_model_), std::move(f), std::move(make_optimizer_)).with_format(std::move(format_));
   }
   template <class F>
   auto optimizer(F f) && {
-    return ModelDesc<MakeModel, TowerFunction, F>(std::move(make_model_), std::move(tower_function_), std::move(f)).same_format_as(*this);
+    return ModelDesc<MakeModel, TowerFunction, F>(std::move(make_model_), std::move(tower_function_), std::move(f)).with_format(std::move(format_));
   }
 
-  // The precision the tower function runs in (fp32 by default).
+  // The precision the tower function runs in (fp32 by default); fp16_mixed brings a loss
+  // scaler with GradScaler's defaults unless one was set.
   ModelDesc precision(tp::precision p) && {
-    precision_ = p;
+    format_.precision = p;
+    if (p == tp::precision::fp16_mixed && !format_.loss_scaler) format_.loss_scaler.emplace();
     return std::move(*this);
   }
-  tp::precision precision() const noexcept { return precision_; }
+  tp::precision precision() const noexcept { return format_.precision; }
   // Whether models and batches are in channels-last order (false by default).
   ModelDesc channels_last(bool on = true) && {
-    channels_last_ = on;
+    format_.channels_last = on;
     return std::move(*this);
   }
-  bool channels_last() const noexcept { return channels_last_; }
+  bool channels_last() const noexcept { return format_.channels_last; }
+  // Dynamic loss scaling with these options, in any precision (on by default in fp16_mixed).
+  ModelDesc loss_scaling(LossScaler scaler) && {
+    format_.loss_scaler = scaler;
+    return std::move(*this);
+  }
+  // The loss scaler, or nullptr without loss scaling.
+  LossScaler* loss_scaler() noexcept { return format_.loss_scaler ? &*format_.loss_scaler : nullptr; }
 
-  template <class Other>
-  ModelDesc same_format_as(const Other& other) && {
-    precision_ = other.precision();
-    channels_last_ = other.channels_last();
+  ModelDesc with_format(tower_format format) && {
+    format_ = std::move(format);
     return std::move(*this);
   }
 
@@ -87,8 +105,7 @@ class ModelDesc {
   MakeModel make_model_;
   TowerFunction tower_function_;
   MakeOptimizer make_optimizer_;
-  tp::precision precision_ = tp::precision::fp32;
-  bool channels_last_ = false;
+  tower_format format_;
 };
 
 template <class MakeModel>
