@@ -18,6 +18,7 @@ packages=(
   dataset-fashion-mnist
   protobuf-compiler     # protoc --decode_raw checks the TensorBoard files in the tests
   python3               # json.load checks stats.json in the tests
+  python3-torch         # torch.optim.NAdam and RAdam: the reference trajectories of tp::optim
   iproute2              # ip netns: the two-host multi-process test
 )
 

@@ -4,8 +4,9 @@
 // their values as scalars.
 //
 //   tp::learning_rate()     every parameter group of every optimizer (every tower's replica)
-//   tp::momentum()          SGD's and RMSprop's momentum, Adam's and AdamW's beta1
-//   tp::weight_decay()      SGD, Adam, AdamW, RMSprop, Adagrad
+//   tp::momentum()          SGD's, RMSprop's and LARS's momentum; beta1 of Adam, AdamW, NAdam,
+//                           RAdam and LAMB
+//   tp::weight_decay()      SGD, Adam, AdamW, RMSprop, Adagrad, NAdam, RAdam, LARS, LAMB
 //   tp::hyperparam("dropout", get, set)      any value of the user's: get(trainer), set(trainer, v)
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,10 @@
 #include <torch/optim.h>
 
 #include <tp/detail/archive.hpp>
+#include <tp/optim/lamb.hpp>
+#include <tp/optim/lars.hpp>
+#include <tp/optim/nadam.hpp>
+#include <tp/optim/radam.hpp>
 
 namespace tp {
 
@@ -106,6 +111,10 @@ inline auto momentum() {
     if (auto* p = detail::field_of<SGDOptions>(o, [](SGDOptions& s) -> double& { return s.momentum(); })) return p;
     if (auto* p = detail::field_of<RMSpropOptions>(o, [](RMSpropOptions& s) -> double& { return s.momentum(); })) return p;
     if (auto* p = detail::field_of<AdamOptions>(o, [](AdamOptions& s) -> double& { return std::get<0>(s.betas()); })) return p;
+    if (auto* p = detail::field_of<tp::optim::NAdamOptions>(o, [](auto& s) -> double& { return std::get<0>(s.betas()); })) return p;
+    if (auto* p = detail::field_of<tp::optim::RAdamOptions>(o, [](auto& s) -> double& { return std::get<0>(s.betas()); })) return p;
+    if (auto* p = detail::field_of<tp::optim::LAMBOptions>(o, [](auto& s) -> double& { return std::get<0>(s.betas()); })) return p;
+    if (auto* p = detail::field_of<tp::optim::LARSOptions>(o, [](auto& s) -> double& { return s.momentum(); })) return p;
     return detail::field_of<AdamWOptions>(o, [](AdamWOptions& s) -> double& { return std::get<0>(s.betas()); });
   });
 }
@@ -117,6 +126,10 @@ inline auto weight_decay() {
     if (auto* p = detail::field_of<AdamOptions>(o, [](AdamOptions& s) -> double& { return s.weight_decay(); })) return p;
     if (auto* p = detail::field_of<AdamWOptions>(o, [](AdamWOptions& s) -> double& { return s.weight_decay(); })) return p;
     if (auto* p = detail::field_of<RMSpropOptions>(o, [](RMSpropOptions& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<tp::optim::NAdamOptions>(o, [](auto& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<tp::optim::RAdamOptions>(o, [](auto& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<tp::optim::LAMBOptions>(o, [](auto& s) -> double& { return s.weight_decay(); })) return p;
+    if (auto* p = detail::field_of<tp::optim::LARSOptions>(o, [](auto& s) -> double& { return s.weight_decay(); })) return p;
     return detail::field_of<AdagradOptions>(o, [](AdagradOptions& s) -> double& { return s.weight_decay(); });
   });
 }

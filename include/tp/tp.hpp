@@ -17,6 +17,10 @@
 #include <tp/checkpoint.hpp>
 #include <tp/hyperparam.hpp>
 #include <tp/log_dir.hpp>
+#include <tp/optim/lamb.hpp>
+#include <tp/optim/lars.hpp>
+#include <tp/optim/nadam.hpp>
+#include <tp/optim/radam.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/callbacks/throughput.hpp>
 #include <tp/callbacks/trigger.hpp>

@@ -1,0 +1,131 @@
+#pragma once
+// LAMB: layer-wise adaptive moments for large batches (You et al. 2019, algorithm 2): Adam's
+// direction plus decoupled weight decay, with each parameter tensor's step scaled by the trust
+// ratio ‖w‖ / ‖u‖. For a parameter w with gradient g at step t:
+//
+//   m = β1·m + (1−β1)·g           v = β2·v + (1−β2)·g²
+//   m̂ = m / (1−β1^t)              v̂ = v / (1−β2^t)
+//   u = m̂ / (√v̂ + eps) + weight_decay·w
+//   trust = ‖w‖ / ‖u‖   (1 if ‖w‖ = 0 or ‖u‖ = 0)
+//   w = w − lr·trust·u
+//
+// exclude_bias_and_norm(true) takes the parameters of one dimension or less (biases, norms'
+// scales and shifts) out of the weight decay and the trust ratio (trust 1). A
+// torch::optim::Optimizer.
+//
+//   tp::optim::LAMB(model->parameters(), tp::optim::LAMBOptions(1e-3).weight_decay(0.01))
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+#include <torch/optim/serialize.h>
+#include <torch/serialize/archive.h>
+
+#include <tp/optim/checks.hpp>
+#include <tp/optim/lars.hpp>
+
+namespace tp::optim {
+
+struct LAMBOptions : torch::optim::OptimizerCloneableOptions<LAMBOptions> {
+  LAMBOptions(double lr = 1e-3) : lr_(lr) {}
+  using betas_t = std::tuple<double, double>;
+  TORCH_ARG(double, lr) = 1e-3;
+  TORCH_ARG(betas_t, betas) = std::make_tuple(0.9, 0.999);
+  TORCH_ARG(double, eps) = 1e-6;
+  TORCH_ARG(double, weight_decay) = 0;
+  TORCH_ARG(bool, exclude_bias_and_norm) = false;
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override {
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(betas_t, betas);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, eps);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, weight_decay);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, exclude_bias_and_norm);
+  }
+  void serialize(torch::serialize::OutputArchive& archive) const override {
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(betas);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(eps);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weight_decay);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exclude_bias_and_norm);
+  }
+  double get_lr() const override { return lr(); }
+  void set_lr(const double lr) override { this->lr(lr); }
+};
+
+struct LAMBParamState : torch::optim::OptimizerCloneableParamState<LAMBParamState> {
+  TORCH_ARG(std::int64_t, step) = 0;
+  TORCH_ARG(torch::Tensor, exp_avg);
+  TORCH_ARG(torch::Tensor, exp_avg_sq);
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override {
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::int64_t, step);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg_sq);
+  }
+  void serialize(torch::serialize::OutputArchive& archive) const override {
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg_sq);
+  }
+};
+
+class LAMB : public torch::optim::Optimizer {
+ public:
+  explicit LAMB(std::vector<torch::optim::OptimizerParamGroup> groups, LAMBOptions defaults = {})
+      : Optimizer(std::move(groups), std::make_unique<LAMBOptions>(defaults)) {
+    const auto [beta1, beta2] = defaults.betas();
+    detail::check_at_least("LAMB", "lr", defaults.lr(), 0);
+    detail::check_at_least("LAMB", "eps", defaults.eps(), 0);
+    detail::check_at_least("LAMB", "weight_decay", defaults.weight_decay(), 0);
+    detail::check_beta("LAMB", "betas[0]", beta1);
+    detail::check_beta("LAMB", "betas[1]", beta2);
+  }
+  explicit LAMB(std::vector<torch::Tensor> params, LAMBOptions defaults = {})
+      : LAMB(std::vector{torch::optim::OptimizerParamGroup(std::move(params))}, defaults) {}
+
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    auto loss = detail::closure_loss(closure);
+    torch::NoGradGuard no_grad;
+    for (auto& group : param_groups_) {
+      const auto& o = static_cast<const LAMBOptions&>(group.options());
+      const auto [beta1, beta2] = o.betas();
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        const auto& grad = p.grad();
+        auto& s = detail::state_of<LAMBParamState>(state_, p, [&](LAMBParamState& fresh) {
+          fresh.exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+          fresh.exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        });
+        s.step(s.step() + 1);
+        const auto step = static_cast<double>(s.step());
+        s.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
+        s.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+        auto update = (s.exp_avg() / (1 - std::pow(beta1, step))) / (s.exp_avg_sq() / (1 - std::pow(beta2, step))).sqrt().add_(o.eps());
+        if (o.exclude_bias_and_norm() && p.dim() <= 1) {
+          p.sub_(update * o.lr());
+          continue;
+        }
+        if (o.weight_decay() != 0) update.add_(p, o.weight_decay());
+        const auto w_norm = p.norm(), u_norm = update.norm();
+        p.sub_(update * (detail::trust_ratio(w_norm, u_norm, w_norm / u_norm) * o.lr()));
+      }
+    }
+    return loss;
+  }
+
+  void save(torch::serialize::OutputArchive& archive) const override {
+    torch::optim::serialize<LAMBParamState, LAMBOptions>(archive, *this);
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    torch::optim::serialize<LAMBParamState, LAMBOptions>(archive, *this);
+  }
+};
+
+}  // namespace tp::optim
