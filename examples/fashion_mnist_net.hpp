@@ -1,7 +1,9 @@
 #pragma once
-// The example's small CNN for Fashion-MNIST, and its input normalisation; the benchmarks time
-// the same model.
+// The example's small CNN for Fashion-MNIST, its input normalisation, and what its validation
+// computes; the benchmarks time the same model, and `evaluate` scores its checkpoints.
 #include <torch/torch.h>
+
+#include <tp/callbacks/inference_runner.hpp>
 
 namespace fashion_mnist {
 
@@ -27,5 +29,12 @@ TORCH_MODULE(Net);
 
 // Pixels to roughly zero mean and unit variance (Fashion-MNIST's mean and std).
 inline torch::Tensor normalize(const torch::Tensor& pixels) { return (pixels.to(torch::kFloat) / 255.0 - 0.2860) / 0.3530; }
+
+// The test set's cost and logits, and the labels, for tp::ScalarStats({"cost"}, "test_") and
+// tp::ClassificationError("logits", "label", "test_error").
+inline tp::outputs test_outputs(Net& net, const torch::data::Example<>& b) {
+  auto logits = net->forward(b.data);
+  return tp::outputs{{"cost", torch::nn::functional::cross_entropy(logits, b.target)}, {"logits", logits}, {"label", b.target}};
+}
 
 }  // namespace fashion_mnist

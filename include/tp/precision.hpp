@@ -109,6 +109,19 @@ class autocast_scope {
   at::ScalarType was_dtype_ = at::kFloat;
 };
 
+// What a tower policy computes in; fp32 and contiguous for a policy that does not say.
+struct compute_format {
+  tp::precision precision = tp::precision::fp32;
+  bool channels_last = false;
+};
+template <class Tower>
+compute_format compute_format_of(const Tower& tower) {
+  compute_format format;
+  if constexpr (requires { tower.precision(); }) format.precision = tower.precision();
+  if constexpr (requires { tower.channels_last(); }) format.channels_last = tower.channels_last();
+  return format;
+}
+
 // A batch with its 4-D tensors in channels-last order (the others as they are).
 template <class B>
 B channels_last_batch(B batch) {

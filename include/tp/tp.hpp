@@ -15,8 +15,11 @@
 #include <tp/callbacks/warmup.hpp>
 #include <tp/callbacks/weight_ema.hpp>
 #include <tp/checkpoint.hpp>
+#include <tp/evaluate.hpp>
 #include <tp/hyperparam.hpp>
+#include <tp/inference_model.hpp>
 #include <tp/log_dir.hpp>
+#include <tp/optim/any_optimizer.hpp>
 #include <tp/optim/lamb.hpp>
 #include <tp/optim/lars.hpp>
 #include <tp/optim/nadam.hpp>

@@ -102,6 +102,56 @@ class ClassificationError {
   std::int64_t wrong_ = 0, total_ = 0;
 };
 
+namespace detail {
+// The number of examples in a batch: its first tensor's first dimension.
+template <class Batch>
+std::int64_t examples_in(const Batch& batch, std::int64_t fallback) {
+  std::int64_t n = -1;
+  map_tensors(batch, [&](torch::Tensor t) {
+    if (n < 0 && t.dim() > 0) n = t.size(0);
+    return t;
+  });
+  return n < 0 ? fallback : n;
+}
+
+// Which batches of a dataflow one process takes: batch i when i % every == first.
+struct batch_share {
+  std::int64_t first = 0, every = 1;
+};
+
+// Runs `infer` on the batches of `dataflow` (this process's share of them) without gradients,
+// in the given precision and memory format, on the model's device, and feeds the outputs to
+// the inferencers. Returns their results and the number of examples. What InferenceRunner and
+// tp::evaluate share.
+template <class Model, class Dataflow, class Infer, class Inferencers>
+std::pair<std::map<std::string, double>, std::int64_t> run_inference(Model& model, Dataflow& dataflow, Infer& infer, Inferencers& inferencers,
+                                                                     compute_format format, const char* who, batch_share share = {}) {
+  torch::NoGradGuard no_grad;
+  std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers);
+  std::int64_t index = 0, batches = 0, examples = 0;
+  const auto device = (*model).parameters().empty() ? torch::Device(torch::kCPU) : (*model).parameters().front().device();
+  for (auto&& batch : dataflow) {
+    if (index++ % share.every != share.first) continue;
+    auto on_device = to_device(batch, device);
+    if (format.channels_last) on_device = channels_last_batch(std::move(on_device));
+    outputs out;
+    {
+      const autocast_scope autocast(format.precision, device.type());
+      out = infer(model, on_device);
+    }
+    const auto size = out.empty() ? 1 : out.begin()->second.dim() > 0 ? out.begin()->second.size(0) : 1;
+    const auto n = examples_in(on_device, size);
+    std::apply([&](auto&... inf) { (inf.add(out, n), ...); }, inferencers);
+    examples += n;
+    ++batches;
+  }
+  if (index == 0) throw std::runtime_error(std::string("tp::") + who + ": the dataflow gave no batch");
+  std::map<std::string, double> results;
+  std::apply([&](auto&... inf) { (results.merge(inf.result()), ...); }, inferencers);
+  return {results, examples};
+}
+}  // namespace detail
+
 template <class Dataflow, class Infer, class... Inferencers>
 class InferenceRunner {
  public:
@@ -111,37 +161,13 @@ class InferenceRunner {
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
     auto& model = trainer.model();
-    torch::NoGradGuard no_grad;
     struct back_to_training {
       decltype(model)& m;
       ~back_to_training() { (*m).train(); }
     } restore{model};
     (*model).eval();
-    std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers_);
-    std::int64_t batches = 0, examples = 0;
-    const auto device = (*model).parameters().empty() ? torch::Device(torch::kCPU) : (*model).parameters().front().device();
     // Validation computes as training does: in the tower's precision and memory format.
-    auto precision = tp::precision::fp32;
-    bool channels_last = false;
-    if constexpr (requires { trainer.tower().precision(); }) precision = trainer.tower().precision();
-    if constexpr (requires { trainer.tower().channels_last(); }) channels_last = trainer.tower().channels_last();
-    for (auto&& batch : dataflow_) {
-      auto on_device = to_device(batch, device);
-      if (channels_last) on_device = channels_last_batch(std::move(on_device));
-      outputs out;
-      {
-        const autocast_scope autocast(precision, device.type());
-        out = infer_(model, on_device);
-      }
-      const auto size = out.empty() ? 1 : out.begin()->second.dim() > 0 ? out.begin()->second.size(0) : 1;
-      const auto n = batch_size(on_device, size);
-      std::apply([&](auto&... inf) { (inf.add(out, n), ...); }, inferencers_);
-      examples += n;
-      ++batches;
-    }
-    if (batches == 0) throw std::runtime_error("tp::InferenceRunner: the validation dataflow gave no batch");
-    std::map<std::string, double> results;
-    std::apply([&](auto&... inf) { (results.merge(inf.result()), ...); }, inferencers_);
+    auto [results, examples] = detail::run_inference(model, dataflow_, infer_, inferencers_, compute_format_of(trainer.tower()), "InferenceRunner");
     if (trainer.process_count() > 1) {
       // Each process evaluated its own share: weigh each one's results by its examples.
       std::vector<double> sums{static_cast<double>(examples)};
@@ -150,25 +176,10 @@ class InferenceRunner {
       std::size_t i = 1;
       for (auto& [name, value] : results) value = sums[0] > 0 ? sums[i++] / sums[0] : 0.0;
     }
-    put(trainer, results);
-  }
-
- private:
-  // The number of examples in a batch: its first tensor's first dimension.
-  template <class Batch>
-  static std::int64_t batch_size(const Batch& batch, std::int64_t fallback) {
-    std::int64_t n = -1;
-    map_tensors(batch, [&](torch::Tensor t) {
-      if (n < 0 && t.dim() > 0) n = t.size(0);
-      return t;
-    });
-    return n < 0 ? fallback : n;
-  }
-  template <class Trainer>
-  static void put(Trainer& trainer, const std::map<std::string, double>& results) {
     for (const auto& [name, value] : results) trainer.put_scalar(name, value);
   }
 
+ private:
   Dataflow dataflow_;
   Infer infer_;
   std::tuple<Inferencers...> inferencers_;

@@ -88,10 +88,7 @@ class RunEnvironment {
   template <class Trainer>
   void before_train(Trainer& trainer) {
     const auto cpu = cpu_features::detect();
-    auto precision = tp::precision::fp32;
-    bool channels_last = false;
-    if constexpr (requires { trainer.tower().precision(); }) precision = trainer.tower().precision();
-    if constexpr (requires { trainer.tower().channels_last(); }) channels_last = trainer.tower().channels_last();
+    const auto [precision, channels_last] = compute_format_of(trainer.tower());
     std::vector<std::string> isa;
     if (cpu.avx2) isa.push_back("AVX2");
     if (cpu.avx512) isa.push_back("AVX-512");

@@ -1,0 +1,96 @@
+#pragma once
+// tp::evaluate: the seed framework's `eval` entry point. A model (trained, or loaded from a
+// checkpoint with tp::load_model), a dataflow, an inference function and inferencers give the
+// scalars InferenceRunner would put, with no trainer: the same loop, in eval mode, without
+// gradients, in the precision and memory format asked for.
+//
+//   Net net;
+//   tp::load_model("train_log/model-0000000937.ckpt", *net);
+//   auto scalars = tp::evaluate(net, test_flow, outputs, tp::ClassificationError("logits", "label", "test_error"));
+//
+// evaluate_across<Backend>(env, ...) splits the work across the processes a launcher started
+// (tp-run, torchrun, srun): each evaluates every world_size-th batch of the whole dataflow, and
+// every process returns the results over all the examples.
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include <tp/callbacks/inference_runner.hpp>
+#include <tp/detail/collective_group.hpp>
+#include <tp/distributed/environment.hpp>
+#include <tp/distributed/rendezvous.hpp>
+#include <tp/precision.hpp>
+
+namespace tp {
+
+struct EvaluateOptions {
+  EvaluateOptions& precision(tp::precision p) {
+    format.precision = p;
+    return *this;
+  }
+  EvaluateOptions& channels_last(bool on = true) {
+    format.channels_last = on;
+    return *this;
+  }
+  // How long evaluate_across waits for the other processes.
+  EvaluateOptions& timeout(std::chrono::milliseconds t) {
+    wait = t;
+    return *this;
+  }
+  compute_format format;
+  std::chrono::milliseconds wait = std::chrono::minutes(5);
+};
+
+namespace detail {
+// Runs the inference with the model in eval mode, and puts its mode back after.
+template <class Model, class Dataflow, class Infer, class Inferencers>
+std::pair<std::map<std::string, double>, std::int64_t> evaluate_share(const EvaluateOptions& options, Model& model, Dataflow& dataflow,
+                                                                      Infer& infer, Inferencers& inferencers, batch_share share) {
+  struct mode_back {
+    Model& m;
+    bool was_training;
+    ~mode_back() { (*m).train(was_training); }
+  } restore{model, (*model).is_training()};
+  (*model).eval();
+  return run_inference(model, dataflow, infer, inferencers, options.format, "evaluate", share);
+}
+}  // namespace detail
+
+template <class Model, class Dataflow, class Infer, class... Inferencers>
+std::map<std::string, double> evaluate(const EvaluateOptions& options, Model& model, Dataflow dataflow, Infer infer, Inferencers... inferencers) {
+  std::tuple<Inferencers...> all(std::move(inferencers)...);
+  return detail::evaluate_share(options, model, dataflow, infer, all, {}).first;
+}
+template <class Model, class Dataflow, class Infer, class... Inferencers>
+  requires(!std::same_as<std::remove_cvref_t<Model>, EvaluateOptions>)
+std::map<std::string, double> evaluate(Model& model, Dataflow dataflow, Infer infer, Inferencers... inferencers) {
+  return evaluate(EvaluateOptions(), model, std::move(dataflow), std::move(infer), std::move(inferencers)...);
+}
+
+// The same, split across the processes of `env` through Backend (tp::backend::Gloo, or NCCL
+// for models on GPUs); one process (world_size 1) needs no connection.
+template <class Backend, class Model, class Dataflow, class Infer, class... Inferencers>
+std::map<std::string, double> evaluate_across(const process_environment& env, const EvaluateOptions& options, Model& model, Dataflow dataflow,
+                                              Infer infer, Inferencers... inferencers) {
+  std::tuple<Inferencers...> all(std::move(inferencers)...);
+  if (env.world_size <= 1) return detail::evaluate_share(options, model, dataflow, infer, all, {}).first;
+  const auto store = detail::connect_store(env, options.wait);
+  const auto group = Backend::connect(store, env, options.wait);
+  auto [results, examples] = detail::evaluate_share(options, model, dataflow, infer, all, {env.rank, env.world_size});
+  // Weigh each process's results by its examples.
+  std::vector<double> sums{static_cast<double>(examples)};
+  for (const auto& [name, value] : results) sums.push_back(value * static_cast<double>(examples));
+  std::vector<torch::Tensor> one{torch::tensor(sums, torch::kDouble).to(Backend::device(env))};
+  group->allreduce(one)->wait();
+  const auto total = one[0].cpu();
+  std::size_t i = 1;
+  const double count = total[0].item<double>();
+  for (auto& [name, value] : results) value = count > 0 ? total[static_cast<std::int64_t>(i++)].item<double>() / count : 0.0;
+  return results;
+}
+
+}  // namespace tp
