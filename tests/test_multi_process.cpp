@@ -127,11 +127,12 @@ std::string bytes(const fs::path& path) {
 
 // `world` ranks with batch 8, each step over `accumulate` micro-batches, against one process with
 // a batch world x accumulate times larger.
-// With a loss scale, both sides scale dynamically from it.
-void expect_same_training(int world, int accumulate = 1, std::string loss_scale = "0") {
+// With a loss scale, both sides scale dynamically from it; both use the optimizer named.
+void expect_same_training(int world, int accumulate = 1, std::string loss_scale = "0", std::string optimizer = "sgd") {
   TempDir dir("equal" + std::to_string(world) + "_" + std::to_string(accumulate));
   const auto out = (dir.path / "w").string();
-  const std::vector<std::string> common{"--steps", "20", "--batch", "8", "--accumulate", std::to_string(accumulate), "--loss-scale", loss_scale};
+  const std::vector<std::string> common{"--steps",      "20",       "--batch",     "8",      "--accumulate", std::to_string(accumulate),
+                                        "--loss-scale", loss_scale, "--optimizer", optimizer};
   auto flags = [&](std::vector<std::string> more) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
@@ -176,6 +177,11 @@ TEST(MultiProcessGloo, TwoRanksAccumulatingTwoMicroBatchesTrainAsOneProcessWithF
 // Loss scaling from 1024 (a power of two, doubling every 3 updates, never overflowing here)
 // changes nothing: the ranks reduce scaled gradients and unscale the sum.
 TEST(MultiProcessGloo, TwoRanksAccumulatingWithLossScalingTrainAsOneProcessWithFourTimesTheBatch) { expect_same_training(2, 2, "1024"); }
+
+// tp's optimizers under MultiProcess: their state reaches every rank at start (through their
+// save and load), and the ranks train as one process.
+TEST(MultiProcessGloo, TwoRanksWithNAdamTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2, 1, "0", "nadam"); }
+TEST(MultiProcessGloo, TwoRanksWithLambTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2, 1, "0", "lamb"); }
 
 // From a scale of 2^127 the first gradients overflow. The ranks check the reduced gradients, so
 // they skip the same updates and back off the same way: they end with the same weights and scale.

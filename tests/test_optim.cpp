@@ -217,6 +217,14 @@ void expect_exact_resume(const std::string& name, MakeOptimizer make) {
   EXPECT_EQ(tp::weight_decay().get(t), 0.25);
   tp::momentum().set(t, 0.5);
   EXPECT_EQ(tp::momentum().get(t), 0.5);
+
+  // Under multi-tower policies: every tower's replica applies the same update.
+  auto replicated = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_with(make), tp::Replicated<>::cpu(2), options);
+  replicated.train();
+  EXPECT_TRUE(replicated.replicas().identical());
+  auto server = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_with(make), tp::ParameterServer<>::cpu(2), options);
+  server.train();
+  EXPECT_FALSE(torch::equal(weights_of(server)[0], MlpHolder()->a->weight));
 }
 }  // namespace
 

@@ -3,7 +3,7 @@
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
-//             [--step-ms M] [--accumulate K] [--loss-scale S]
+//             [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -12,6 +12,7 @@
 // optimizer step (with --single, one batch of W·K·B), and it prints "all-reduces N (E before a
 // last micro-batch) in S steps of B buckets" at the end. A stop signal ends it after the step the
 // ranks agree on: it prints "interrupted at global step N" and exits with 128 + the signal.
+// --optimizer: SGD with momentum (the default), tp::optim::NAdam or LAMB.
 // --loss-scale: dynamic loss scaling from S (growth every 3 updates); it prints "loss scale X
 // after K skipped updates" at the end.
 #include <csignal>
@@ -49,7 +50,14 @@ struct Step {
   }
 };
 
-auto desc(double loss_scale) {
+tp::optim::AnyOptimizer make_optimizer(const std::string& name, torch::nn::Sequential& m) {
+  if (name == "nadam") return tp::optim::NAdam(m->parameters(), tp::optim::NAdamOptions(0.01).weight_decay(1e-3));
+  if (name == "lamb") return tp::optim::LAMB(m->parameters(), tp::optim::LAMBOptions(0.01).weight_decay(1e-3));
+  if (name != "sgd") throw std::invalid_argument("--optimizer must be sgd, nadam or lamb, not " + name);
+  return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+}
+
+auto desc(double loss_scale, const std::string& optimizer) {
   auto scaling = tp::LossScaler().growth_interval(3);
   if (loss_scale > 0) scaling.init_scale(loss_scale);
   auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
@@ -60,7 +68,7 @@ auto desc(double loss_scale) {
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
         return torch::mse_loss(m->forward(b.data), b.target);
       })
-      .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9)); }));
+      .optimizer([optimizer](torch::nn::Sequential& m) { return make_optimizer(optimizer, m); }));
 }
 
 void print_loss_scale(auto& trainer) {
@@ -86,6 +94,7 @@ int main(int argc, char** argv) try {
   const std::string out = get("--out", "weights.bin");
   const int accumulate = std::stoi(get("--accumulate", "1"));
   const double loss_scale = std::stod(get("--loss-scale", "0"));
+  const std::string optimizer = get("--optimizer", "sgd");
   torch::set_num_threads(1);
   torch::manual_seed(1);
   const auto x = torch::randn({256, 6});
@@ -94,7 +103,7 @@ int main(int argc, char** argv) try {
 
   if (flags.count("--single")) {
     const int world = std::stoi(flags["--single"]);
-    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(loss_scale),
+    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(loss_scale, optimizer),
                         tp::SingleDevice(), options);
     trainer.train();
     write_weights(out, trainer.model());
@@ -114,7 +123,7 @@ int main(int argc, char** argv) try {
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale), std::move(distribution), options, step, std::move(saver)...);
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer), std::move(distribution), options, step, std::move(saver)...);
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
       return outcome.exit_status();
