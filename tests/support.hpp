@@ -128,6 +128,17 @@ auto mlp_trainer(int max_epoch, Callbacks... callbacks) {
   return mlp_trainer(tp::TrainOptions().steps_per_epoch(7).max_epoch(max_epoch), std::move(callbacks)...);
 }
 
+// What `f()` throws as Error (its what()), or "(no error)".
+template <class Error = std::exception, class F>
+std::string error_message_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 inline std::vector<torch::Tensor> weights_of(auto& trainer) {
   std::vector<torch::Tensor> w;
   for (const auto& p : trainer.model()->parameters()) w.push_back(p.detach().clone());

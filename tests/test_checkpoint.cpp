@@ -421,14 +421,7 @@ TEST(LogDir, AFolderThatCannotBeMadeOrWrittenIsNamed) {
   TempDir dir("logdir_bad");
   const auto file = dir.path / "a_file";
   std::ofstream(file) << "not a folder";
-  auto message = [](auto&& make) -> std::string {
-    try {
-      make();
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
+  auto message = [](auto&& make) { return error_message_of<std::runtime_error>(make); };
   std::ostringstream log;
   EXPECT_EQ(message([&] { tp::log_dir(file / "run", tp::if_exists::keep, log); }),
             "tp::log_dir: the log folder " + (file / "run").string() + " cannot be made: " + file.string() +

@@ -45,14 +45,7 @@ TEST(LossScaler, GrowsAfterAnIntervalOfFiniteUpdatesAndBacksOffOnInfOrNan) {
 }
 
 TEST(LossScaler, BadOptionsSayWhatIsAllowed) {
-  auto message = [](auto make) {
-    try {
-      make();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto make) { return error_message_of<std::invalid_argument>(make); };
   EXPECT_EQ(message([] { tp::LossScaler().init_scale(0); }), "tp::LossScaler: init_scale must be a finite number > 0, got 0.000000");
   EXPECT_EQ(message([] { tp::LossScaler().growth_factor(1); }), "tp::LossScaler: growth_factor must be > 1, got 1.000000");
   EXPECT_EQ(message([] { tp::LossScaler().backoff_factor(1); }), "tp::LossScaler: backoff_factor must be in (0, 1), got 1.000000");

@@ -127,12 +127,18 @@ std::string bytes(const fs::path& path) {
 
 // `world` ranks with batch 8, each step over `accumulate` micro-batches, against one process with
 // a batch world x accumulate times larger.
-// With a loss scale, both sides scale dynamically from it; both use the optimizer named.
-void expect_same_training(int world, int accumulate = 1, std::string loss_scale = "0", std::string optimizer = "sgd") {
+// With a loss scale, both sides scale dynamically from it; both use the optimizer named; with
+// `scripted`, both train a TorchScript MLP that Python writes.
+void expect_same_training(int world, int accumulate = 1, std::string loss_scale = "0", std::string optimizer = "sgd", bool scripted = false) {
   TempDir dir("equal" + std::to_string(world) + "_" + std::to_string(accumulate));
   const auto out = (dir.path / "w").string();
-  const std::vector<std::string> common{"--steps",      "20",       "--batch",     "8",      "--accumulate", std::to_string(accumulate),
-                                        "--loss-scale", loss_scale, "--optimizer", optimizer};
+  std::vector<std::string> common{"--steps",      "20",       "--batch",     "8",      "--accumulate", std::to_string(accumulate),
+                                  "--loss-scale", loss_scale, "--optimizer", optimizer};
+  if (scripted) {
+    const std::string line = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/scripted/reference_scripted.py mlp " + dir.path.string();
+    ASSERT_EQ(std::system(line.c_str()), 0) << line;
+    common.insert(common.end(), {"--scripted", (dir.path / "mlp.pt").string()});
+  }
   auto flags = [&](std::vector<std::string> more) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
@@ -182,6 +188,8 @@ TEST(MultiProcessGloo, TwoRanksAccumulatingWithLossScalingTrainAsOneProcessWithF
 // save and load), and the ranks train as one process.
 TEST(MultiProcessGloo, TwoRanksWithNAdamTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2, 1, "0", "nadam"); }
 TEST(MultiProcessGloo, TwoRanksWithLambTrainAsOneProcessWithTwiceTheBatch) { expect_same_training(2, 1, "0", "lamb"); }
+// A TorchScript model from Python: its shared tensors carry the all-reduce hooks like a C++ module's.
+TEST(MultiProcessGloo, TwoRanksTrainAScriptedModelAsOneProcessWithTwiceTheBatch) { expect_same_training(2, 1, "0", "sgd", true); }
 
 // From a scale of 2^127 the first gradients overflow. The ranks check the reduced gradients, so
 // they skip the same updates and back off the same way: they end with the same weights and scale.

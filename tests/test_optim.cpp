@@ -161,14 +161,7 @@ TEST(Optimizers, LambScalesAdamsDirectionByTheTrustRatio) {
 }
 
 TEST(Optimizers, BadOptionsNameTheOptimizerAndTheRange) {
-  auto message = [](auto make) {
-    try {
-      make();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto make) { return error_message_of<std::invalid_argument>(make); };
   auto w = std::vector<torch::Tensor>{torch::zeros({2}, torch::requires_grad())};
   EXPECT_EQ(message([&] { tp::optim::NAdam(w, tp::optim::NAdamOptions(-1)); }), "tp::optim::NAdam: lr must be >= 0.000000, got -1.000000");
   EXPECT_EQ(message([&] { tp::optim::RAdam(w, tp::optim::RAdamOptions().betas({0.9, 1.0})); }),

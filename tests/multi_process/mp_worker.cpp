@@ -4,6 +4,7 @@
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
+//             [--scripted MODEL.pt]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -12,7 +13,8 @@
 // optimizer step (with --single, one batch of W·K·B), and it prints "all-reduces N (E before a
 // last micro-batch) in S steps of B buckets" at the end. A stop signal ends it after the step the
 // ranks agree on: it prints "interrupted at global step N" and exits with 128 + the signal.
-// --optimizer: SGD with momentum (the default), tp::optim::NAdam or LAMB.
+// --optimizer: SGD with momentum (the default), tp::optim::NAdam or LAMB. --scripted: the model
+// is that TorchScript file (tp::ScriptedModule, inside a Sequential) instead of the C++ MLP.
 // --loss-scale: dynamic loss scaling from S (growth every 3 updates); it prints "loss scale X
 // after K skipped updates" at the end.
 #include <csignal>
@@ -25,6 +27,7 @@
 
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/distribution/multi_process.hpp>
+#include <tp/scripted_module.hpp>
 #include <tp/tp.hpp>
 #include <torch/torch.h>
 
@@ -57,11 +60,12 @@ tp::optim::AnyOptimizer make_optimizer(const std::string& name, torch::nn::Seque
   return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
 }
 
-auto desc(double loss_scale, const std::string& optimizer) {
+auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted) {
   auto scaling = tp::LossScaler().growth_interval(3);
   if (loss_scale > 0) scaling.init_scale(loss_scale);
   auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
-  return with(tp::model_desc([] {
+  return with(tp::model_desc([scripted] {
+           if (!scripted.empty()) return torch::nn::Sequential(tp::ScriptedModule(scripted));
            torch::manual_seed(5);
            return torch::nn::Sequential(torch::nn::Linear(6, 32), torch::nn::Tanh(), torch::nn::Linear(32, 1));
          })
@@ -95,6 +99,7 @@ int main(int argc, char** argv) try {
   const int accumulate = std::stoi(get("--accumulate", "1"));
   const double loss_scale = std::stod(get("--loss-scale", "0"));
   const std::string optimizer = get("--optimizer", "sgd");
+  const std::string scripted = get("--scripted", "");
   torch::set_num_threads(1);
   torch::manual_seed(1);
   const auto x = torch::randn({256, 6});
@@ -103,7 +108,7 @@ int main(int argc, char** argv) try {
 
   if (flags.count("--single")) {
     const int world = std::stoi(flags["--single"]);
-    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(loss_scale, optimizer),
+    tp::Trainer trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::batch(batch * world * accumulate)), desc(loss_scale, optimizer, scripted),
                         tp::SingleDevice(), options);
     trainer.train();
     write_weights(out, trainer.model());
@@ -123,7 +128,7 @@ int main(int argc, char** argv) try {
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer), std::move(distribution), options, step, std::move(saver)...);
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted), std::move(distribution), options, step, std::move(saver)...);
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
       return outcome.exit_status();

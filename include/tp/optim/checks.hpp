@@ -1,14 +1,20 @@
 #pragma once
 // What tp's optimizers share: the checks of their options (an error that names the optimizer,
-// the option and the allowed range), and a parameter's state, created at its first step.
+// the option and the allowed range), a parameter's state, created at its first step, Adam's
+// moments, and saving and loading through LibTorch's optimizer serialization.
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <sstream>
 
 #include <torch/optim/optimizer.h>
+#include <torch/optim/serialize.h>
+#include <torch/serialize/archive.h>
 
 namespace tp::optim::detail {
 
@@ -50,5 +56,48 @@ inline torch::Tensor closure_loss(const torch::optim::Optimizer::LossClosure& cl
   torch::AutoGradMode enable_grad(true);
   return closure();
 }
+
+// The state of an optimizer with Adam's moments: its step count and the two moments.
+struct moments_state : torch::optim::OptimizerCloneableParamState<moments_state> {
+  TORCH_ARG(std::int64_t, step) = 0;
+  TORCH_ARG(torch::Tensor, exp_avg);
+  TORCH_ARG(torch::Tensor, exp_avg_sq);
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override {
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::int64_t, step);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg);
+    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg_sq);
+  }
+  void serialize(torch::serialize::OutputArchive& archive) const override {
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg);
+    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg_sq);
+  }
+};
+
+// Adam's first and second moments of the gradient, updated in place.
+template <class State>
+void update_moments(State& s, const torch::Tensor& grad, double beta1, double beta2) {
+  s.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
+  s.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+}
+// The zero moments of a parameter's first step.
+template <class State>
+void zero_moments(State& s, const torch::Tensor& p) {
+  s.exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+  s.exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+}
+
+// An optimizer whose per-parameter state is State and whose options are Options: saved and
+// loaded as LibTorch saves its own (so tp's checkpoints hold them like Adam's).
+template <class State, class Options>
+class serializable_optimizer : public torch::optim::Optimizer {
+ public:
+  serializable_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups, const Options& defaults)
+      : Optimizer(std::move(groups), std::make_unique<Options>(defaults)) {}
+  void save(torch::serialize::OutputArchive& archive) const override { torch::optim::serialize<State, Options>(archive, *this); }
+  void load(torch::serialize::InputArchive& archive) override { torch::optim::serialize<State, Options>(archive, *this); }
+};
 
 }  // namespace tp::optim::detail

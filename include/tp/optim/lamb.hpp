@@ -58,28 +58,12 @@ struct LAMBOptions : torch::optim::OptimizerCloneableOptions<LAMBOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
-struct LAMBParamState : torch::optim::OptimizerCloneableParamState<LAMBParamState> {
-  TORCH_ARG(std::int64_t, step) = 0;
-  TORCH_ARG(torch::Tensor, exp_avg);
-  TORCH_ARG(torch::Tensor, exp_avg_sq);
+using LAMBParamState = detail::moments_state;
 
- public:
-  void serialize(torch::serialize::InputArchive& archive) override {
-    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::int64_t, step);
-    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg);
-    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg_sq);
-  }
-  void serialize(torch::serialize::OutputArchive& archive) const override {
-    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
-    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg);
-    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg_sq);
-  }
-};
-
-class LAMB : public torch::optim::Optimizer {
+class LAMB : public detail::serializable_optimizer<LAMBParamState, LAMBOptions> {
  public:
   explicit LAMB(std::vector<torch::optim::OptimizerParamGroup> groups, LAMBOptions defaults = {})
-      : Optimizer(std::move(groups), std::make_unique<LAMBOptions>(defaults)) {
+      : serializable_optimizer(std::move(groups), defaults) {
     const auto [beta1, beta2] = defaults.betas();
     detail::check_at_least("LAMB", "lr", defaults.lr(), 0);
     detail::check_at_least("LAMB", "eps", defaults.eps(), 0);
@@ -100,13 +84,11 @@ class LAMB : public torch::optim::Optimizer {
         if (!p.grad().defined()) continue;
         const auto& grad = p.grad();
         auto& s = detail::state_of<LAMBParamState>(state_, p, [&](LAMBParamState& fresh) {
-          fresh.exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-          fresh.exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+          detail::zero_moments(fresh, p);
         });
         s.step(s.step() + 1);
         const auto step = static_cast<double>(s.step());
-        s.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
-        s.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+        detail::update_moments(s, grad, beta1, beta2);
         auto update = (s.exp_avg() / (1 - std::pow(beta1, step))) / (s.exp_avg_sq() / (1 - std::pow(beta2, step))).sqrt().add_(o.eps());
         if (o.exclude_bias_and_norm() && p.dim() <= 1) {
           p.sub_(update * o.lr());
@@ -118,13 +100,6 @@ class LAMB : public torch::optim::Optimizer {
       }
     }
     return loss;
-  }
-
-  void save(torch::serialize::OutputArchive& archive) const override {
-    torch::optim::serialize<LAMBParamState, LAMBOptions>(archive, *this);
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    torch::optim::serialize<LAMBParamState, LAMBOptions>(archive, *this);
   }
 };
 

@@ -71,10 +71,10 @@ inline torch::Tensor trust_ratio(const torch::Tensor& weight_norm, const torch::
 }
 }  // namespace detail
 
-class LARS : public torch::optim::Optimizer {
+class LARS : public detail::serializable_optimizer<LARSParamState, LARSOptions> {
  public:
   explicit LARS(std::vector<torch::optim::OptimizerParamGroup> groups, LARSOptions defaults = {})
-      : Optimizer(std::move(groups), std::make_unique<LARSOptions>(defaults)) {
+      : serializable_optimizer(std::move(groups), defaults) {
     detail::check_at_least("LARS", "lr", defaults.lr(), 0);
     detail::check_at_least("LARS", "momentum", defaults.momentum(), 0);
     detail::check_at_least("LARS", "weight_decay", defaults.weight_decay(), 0);
@@ -108,13 +108,6 @@ class LARS : public torch::optim::Optimizer {
       }
     }
     return loss;
-  }
-
-  void save(torch::serialize::OutputArchive& archive) const override {
-    torch::optim::serialize<LARSParamState, LARSOptions>(archive, *this);
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    torch::optim::serialize<LARSParamState, LARSOptions>(archive, *this);
   }
 };
 

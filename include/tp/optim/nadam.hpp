@@ -72,10 +72,10 @@ struct NAdamParamState : torch::optim::OptimizerCloneableParamState<NAdamParamSt
   }
 };
 
-class NAdam : public torch::optim::Optimizer {
+class NAdam : public detail::serializable_optimizer<NAdamParamState, NAdamOptions> {
  public:
   explicit NAdam(std::vector<torch::optim::OptimizerParamGroup> groups, NAdamOptions defaults = {})
-      : Optimizer(std::move(groups), std::make_unique<NAdamOptions>(defaults)) {
+      : serializable_optimizer(std::move(groups), defaults) {
     const auto [beta1, beta2] = defaults.betas();
     detail::check_at_least("NAdam", "lr", defaults.lr(), 0);
     detail::check_at_least("NAdam", "eps", defaults.eps(), 0);
@@ -97,8 +97,7 @@ class NAdam : public torch::optim::Optimizer {
         if (!p.grad().defined()) continue;
         auto grad = p.grad();
         auto& s = detail::state_of<NAdamParamState>(state_, p, [&](NAdamParamState& fresh) {
-          fresh.exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-          fresh.exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+          detail::zero_moments(fresh, p);
         });
         s.step(s.step() + 1);
         const auto step = static_cast<double>(s.step());
@@ -109,21 +108,13 @@ class NAdam : public torch::optim::Optimizer {
         const double mu_next = beta1 * (1. - 0.5 * std::pow(0.96, (step + 1) * o.momentum_decay()));
         s.mu_product(static_cast<float>(static_cast<float>(s.mu_product()) * static_cast<float>(mu)));
         const double mu_product_next = s.mu_product() * mu_next;
-        s.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
-        s.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+        detail::update_moments(s, grad, beta1, beta2);
         const auto denom = s.exp_avg_sq().div(bias_correction2).sqrt().add_(o.eps());
         p.addcdiv_(grad, denom, -o.lr() * (1. - mu) / (1. - s.mu_product()));
         p.addcdiv_(s.exp_avg(), denom, -o.lr() * mu_next / (1. - mu_product_next));
       }
     }
     return loss;
-  }
-
-  void save(torch::serialize::OutputArchive& archive) const override {
-    torch::optim::serialize<NAdamParamState, NAdamOptions>(archive, *this);
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    torch::optim::serialize<NAdamParamState, NAdamOptions>(archive, *this);
   }
 };
 

@@ -44,28 +44,12 @@ struct RAdamOptions : torch::optim::OptimizerCloneableOptions<RAdamOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
-struct RAdamParamState : torch::optim::OptimizerCloneableParamState<RAdamParamState> {
-  TORCH_ARG(std::int64_t, step) = 0;
-  TORCH_ARG(torch::Tensor, exp_avg);
-  TORCH_ARG(torch::Tensor, exp_avg_sq);
+using RAdamParamState = detail::moments_state;
 
- public:
-  void serialize(torch::serialize::InputArchive& archive) override {
-    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(std::int64_t, step);
-    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg);
-    _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, exp_avg_sq);
-  }
-  void serialize(torch::serialize::OutputArchive& archive) const override {
-    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(step);
-    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg);
-    _TORCH_OPTIM_SERIALIZE_TORCH_ARG(exp_avg_sq);
-  }
-};
-
-class RAdam : public torch::optim::Optimizer {
+class RAdam : public detail::serializable_optimizer<RAdamParamState, RAdamOptions> {
  public:
   explicit RAdam(std::vector<torch::optim::OptimizerParamGroup> groups, RAdamOptions defaults = {})
-      : Optimizer(std::move(groups), std::make_unique<RAdamOptions>(defaults)) {
+      : serializable_optimizer(std::move(groups), defaults) {
     const auto [beta1, beta2] = defaults.betas();
     detail::check_at_least("RAdam", "lr", defaults.lr(), 0);
     detail::check_at_least("RAdam", "eps", defaults.eps(), 0);
@@ -86,16 +70,14 @@ class RAdam : public torch::optim::Optimizer {
         if (!p.grad().defined()) continue;
         auto grad = p.grad();
         auto& s = detail::state_of<RAdamParamState>(state_, p, [&](RAdamParamState& fresh) {
-          fresh.exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-          fresh.exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+          detail::zero_moments(fresh, p);
         });
         s.step(s.step() + 1);
         const auto step = static_cast<double>(s.step());
         const double bias_correction1 = 1 - std::pow(beta1, step);
         const double bias_correction2 = 1 - std::pow(beta2, step);
         if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
-        s.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
-        s.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+        detail::update_moments(s, grad, beta1, beta2);
         const auto bias_corrected_exp_avg = s.exp_avg() / bias_correction1;
         // The length of the approximated simple moving average: its limit, and at this step.
         const double rho_inf = 2 / (1 - beta2) - 1;
@@ -110,13 +92,6 @@ class RAdam : public torch::optim::Optimizer {
       }
     }
     return loss;
-  }
-
-  void save(torch::serialize::OutputArchive& archive) const override {
-    torch::optim::serialize<RAdamParamState, RAdamOptions>(archive, *this);
-  }
-  void load(torch::serialize::InputArchive& archive) override {
-    torch::optim::serialize<RAdamParamState, RAdamOptions>(archive, *this);
   }
 };
 
