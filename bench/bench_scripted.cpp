@@ -1,7 +1,7 @@
 // Training a TorchScript model written in Python: tp (tp::ScriptedModule in a tp::Trainer)
 // against Python eager training the same file (bench/scripted_peer.py, Debian's python3-torch,
 // the same LibTorch), and against the same step written by hand in C++ on the TorchScript
-// module. A small MLP (64-64-10, batch 32, SGD, one intra-op thread), so that per-step overhead
+// module (unoptimized, as tp::ScriptedModule runs it). A small MLP (64-64-10, batch 32, SGD, one intra-op thread), so that per-step overhead
 // shows. Each iteration times every variant once, in a rotating order (the Python peer is one
 // process kept alive, told over a pipe how many steps to run); the counters are ratios within
 // the run:
@@ -99,6 +99,7 @@ void scripted_training(benchmark::State& state) {
   torch::optim::SGD sgd(parameters, 0.01);
   const auto b = batch();
   auto hand = [&] {
+    const torch::jit::GraphOptimizerEnabledGuard as_tp_runs_it(false);  // see tp/scripted_module.hpp
     for (std::int64_t i = 0; i < steps_per_iteration; ++i) {
       auto loss = torch::nn::functional::cross_entropy(hand_model.forward({b.data}).toTensor(), b.target);
       sgd.zero_grad();

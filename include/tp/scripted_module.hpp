@@ -16,6 +16,11 @@
 // channels-last, checkpoints and copies between towers all reach the tensors TorchScript
 // computes with. train()/eval() set both. Each call of the tower policy's make_model() loads the
 // file again, so every tower has its own copy.
+//
+// forward runs the TorchScript graph without the graph executor's optimizations, op by op as
+// eager PyTorch runs them. The optimizing executor's fuser compiles CPU kernels with LLVM at
+// run time: LibTorch 2.6 on Debian 13 spent over 5 minutes in LLVM code generation on a 6-32-1
+// tanh MLP before its first optimized step. optimize(true) turns the optimizations back on.
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -24,6 +29,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
 namespace tp {
@@ -62,14 +68,23 @@ class ScriptedModuleImpl : public torch::nn::Module {
     scripted_.train(is_training());
   }
 
+  // Whether forward runs the graph executor's optimizations (fusion); off by default.
+  ScriptedModuleImpl& optimize(bool on) {
+    optimize_ = on;
+    return *this;
+  }
+
   // One tensor in, one tensor out: the usual classifier or regressor.
   torch::Tensor forward(torch::Tensor input) {
-    auto out = scripted_.forward({std::move(input)});
+    auto out = forward_values({std::move(input)});
     if (!out.isTensor()) throw std::invalid_argument("tp::ScriptedModule: forward returned a " + out.tagKind() + ", not a tensor; call forward_values");
     return out.toTensor();
   }
   // Any inputs and outputs, as TorchScript values.
-  c10::IValue forward_values(std::vector<c10::IValue> inputs) { return scripted_.forward(std::move(inputs)); }
+  c10::IValue forward_values(std::vector<c10::IValue> inputs) {
+    const torch::jit::GraphOptimizerEnabledGuard optimizations(optimize_);  // this thread, this call
+    return scripted_.forward(std::move(inputs));
+  }
 
   void train(bool on = true) override {
     torch::nn::Module::train(on);
@@ -83,6 +98,7 @@ class ScriptedModuleImpl : public torch::nn::Module {
 
  private:
   torch::jit::Module scripted_;
+  bool optimize_ = false;
 };
 TORCH_MODULE(ScriptedModule);
 
