@@ -92,6 +92,10 @@ TEST(Scripted, WorksWithEveryPolicyCheckpointsAndBf16) {
   EXPECT_FALSE(torch::equal(towers.model(0)->named_buffers()["bn.running_mean"], towers.model(1)->named_buffers()["bn.running_mean"]));
   auto server = tp::Trainer(tp::FeedInput(python_flow(dir.path)), scripted_desc(model), tp::ParameterServer<>::cpu(2), options);
   server.train();
+  auto async = tp::Trainer(tp::FeedInput(python_flow(dir.path)), scripted_desc(model), tp::Async::cpu(2), options);
+  async.train();
+  EXPECT_EQ(async.replicas().updates(), 20) << "2 towers x 10 steps, each update applied to the shared weights";
+  EXPECT_FALSE(torch::equal(async.model()->named_parameters()["fc.weight"], tp::ScriptedModule(model.string())->named_parameters()["fc.weight"]));
 
   std::ostringstream log;
   const auto saved = dir.path / "run";
