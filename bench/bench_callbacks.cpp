@@ -40,14 +40,14 @@ auto desc() {
       .optimizer([](fashion_mnist::Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
 }
 
-auto bare() { return tp::Trainer(tp::DummyInput(batch()), desc(), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(steps_per_epoch)); }
+auto bare() { return tp::Trainer(tp::DummyInput(batch()), desc(), tp::SingleDevice(), tp::TrainOptions().model_summary(false).steps_per_epoch(steps_per_epoch)); }
 
 std::filesystem::path logdir() { return std::filesystem::temp_directory_path() / ("tp_bench_callbacks_" + std::to_string(::getpid())); }
 
 std::ostringstream console;  // what a terminal would show, kept off the benchmark's output
 
 auto with_defaults() {
-  return tp::Trainer(tp::DummyInput(batch()), desc(), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(steps_per_epoch),
+  return tp::Trainer(tp::DummyInput(batch()), desc(), tp::SingleDevice(), tp::TrainOptions().model_summary(false).steps_per_epoch(steps_per_epoch),
                      tp::ProgressBar(console, false), tp::MovingAverage("cost"), tp::ScalarPrinter(console), tp::JSONWriter(logdir()),
                      tp::TensorBoardWriter(logdir()), tp::ModelSaver(logdir()).resume(false).keep_last(2));
 }

@@ -75,7 +75,7 @@ auto tp_trainer(tp::precision p, bool channels_last) {
                   .optimizer([](Net& net) { return torch::optim::SGD(net->parameters(), 0.01); })
                   .precision(p)
                   .channels_last(channels_last);
-  return tp::Trainer(tp::DummyInput(batch()), std::move(desc), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(steps_per_iteration));
+  return tp::Trainer(tp::DummyInput(batch()), std::move(desc), tp::SingleDevice(), tp::TrainOptions().model_summary(false).steps_per_epoch(steps_per_iteration));
 }
 
 void precision_and_memory_format(benchmark::State& state) {

@@ -2,6 +2,7 @@
 include(CMakeFindDependencyMacro)
 find_dependency(Torch)
 find_dependency(ZLIB)
+find_dependency(PNG)  # TensorBoard images
 find_dependency(range-v3)
 # Boost.Hana is header-only: its own CMake package (Boost 1.70+), not the FindBoost module
 # that CMake 3.30 removed (policy CMP0167).

@@ -3,7 +3,7 @@
 //   fashion_mnist [--epochs N] [--steps-per-epoch N] [--batch N] [--input queue|feed]
 //                 [--towers N] [--logdir DIR] [--min-accuracy A] [--max-time SECONDS]
 //                 [--precision fp32|bf16-mixed] [--channels-last] [--threads N]
-//                 [--optimizer adam|sgd|nadam|radam|lamb|lars]
+//                 [--optimizer adam|sgd|nadam|radam|lamb|lars] [--profile-steps A:B]
 //   tp-run -n 2 fashion_mnist ...        one process per rank, Gloo all-reduce (MultiProcess)
 //
 // --precision bf16-mixed runs the forward passes under bf16 autocast, --channels-last keeps
@@ -16,6 +16,12 @@
 // CPU towers (Replicated<InProcess>), each with its own batch of --batch: the global batch is N
 // times larger, and an epoch has N times fewer steps. Scalars go to the console, to
 // DIR/stats.json and to TensorBoard event files in DIR (default: train_log/fashion_mnist).
+// What TensorBoard shows besides the scalars: histograms of the weights and gradients, the
+// first convolution's filters as an image (each epoch), and the flags as text. The model summary
+// is printed at the start, and each epoch the callbacks that took over 5% of it. --profile-steps
+// A:B writes DIR/trace-steps-A-B.json, a Chrome trace of steps A to B with tp's phases (open it
+// in ui.perfetto.dev). Writing `learning_rate: 0.0001` into DIR/hyper.txt sets the learning rate
+// of a running job from its next epoch on. Every 100 steps the weights are checked for NaN/Inf.
 // Checkpoints go to DIR every epoch (the newest 10 kept, and min-test_error.ckpt, the best), and
 // running the same command again resumes from the newest one: with more --epochs it goes on,
 // to the bit as if it had never stopped. TP_LOGDIR_ACTION=backup|remove|new_dir starts afresh.
@@ -34,6 +40,8 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <tp/tp.hpp>
@@ -60,7 +68,24 @@ struct flags {
   bool channels_last = false;
   int threads = 0;  // 0: LibTorch's default
   std::string optimizer = "adam";
+  std::string profile_steps;                // "A:B": a Chrome trace of steps A to B
+  std::vector<tp::Profiler::window> profile;  // parsed from it
+  std::string config;                       // the flags, as TOML, for TensorBoard
 };
+
+// "A:B" with 1 <= A <= B, as --profile-steps takes it.
+std::vector<tp::Profiler::window> parse_window(const std::string& text) {
+  const auto colon = text.find(':');
+  std::int64_t first = 0, last = 0;
+  const auto number = [](std::string_view part, std::int64_t& value) {
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), value);
+    return !part.empty() && error == std::errc() && end == part.data() + part.size();
+  };
+  if (colon == std::string::npos || !number(std::string_view(text).substr(0, colon), first) ||
+      !number(std::string_view(text).substr(colon + 1), last) || first < 1 || last < first)
+    throw CLI::ValidationError("--profile-steps must be A:B, the first and last step to profile with 1 <= A <= B, not '" + text + "'");
+  return {{first, last}};
+}
 
 // The optimizer --optimizer names, and its learning rate for this net and batch.
 struct optimizer_choice {
@@ -121,6 +146,8 @@ flags parse(int argc, char** argv) {
   app.add_flag("--channels-last", f.channels_last, "images and convolution weights in channels-last (NHWC) order");
   app.add_option("--threads", f.threads, "intra-op threads (0: LibTorch's default, one per core)")->check(CLI::NonNegativeNumber);
   app.add_option("--optimizer", f.optimizer, "adam, sgd (momentum 0.9), nadam, radam, lamb or lars");
+  app.add_option("--profile-steps", f.profile_steps, "A:B writes a Chrome trace of steps A to B (global steps) to --logdir")
+      ->default_str("none");
   app.add_option("--max-time", f.max_time, "seconds this run may take, its last checkpoint included (0: no limit)")->check(CLI::NonNegativeNumber);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "fashion_mnist: " + std::string(e.what()) + "\nrun fashion_mnist --help for the flags\n";
@@ -134,6 +161,8 @@ flags parse(int argc, char** argv) {
     if (f.input != "queue" && f.input != "feed") throw CLI::ValidationError("--input must be queue or feed, not '" + f.input + "'");
     if (std::none_of(std::begin(optimizers), std::end(optimizers), [&](const auto& o) { return f.optimizer == o.name; }))
       throw CLI::ValidationError("--optimizer must be adam, sgd, nadam, radam, lamb or lars, not '" + f.optimizer + "'");
+    if (!f.profile_steps.empty()) f.profile = parse_window(f.profile_steps);
+    f.config = app.config_to_str(/*default_also=*/true, /*write_description=*/false);
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // --help to stdout, errors to stderr
     std::exit(e.get_exit_code() == 0 ? 0 : 2);
@@ -160,11 +189,15 @@ result train(Input input, Distribution distribution, const tp::data::FashionMnis
   const double lr = learning_rate_of(f.optimizer);
   // Validation: the test set's cost and error, in inference mode, after every epoch.
   auto test_flow = tp::data::examples(normalize(test.images), test.labels) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(1000);
-  tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution), std::move(options), tp::RunEnvironment(), tp::ProgressBar(),
-                      tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, lr}, {3, 0.3 * lr}}), tp::MovingAverage("cost"),
+  // The learning rate follows the schedule, or LOGDIR/hyper.txt where a person has edited it.
+  tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution), std::move(options), tp::Profiler(logdir, f.profile),
+                      tp::RunEnvironment(), tp::ProgressBar(), tp::ScheduledHyperParamSetter(tp::learning_rate(), {{1, lr}, {3, 0.3 * lr}}),
+                      tp::HumanHyperParamSetter(std::filesystem::path(logdir) / "hyper.txt", tp::learning_rate()), tp::MovingAverage("cost"),
+                      tp::NumericsWatch().every_steps(100),
                       tp::InferenceRunner(std::move(test_flow), fashion_mnist::test_outputs, tp::ScalarStats({"cost"}, "test_"),
                                           tp::ClassificationError("logits", "label", "test_error")),
-                      tp::ScalarPrinter(), tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir), tp::ModelSaver(logdir),
+                      tp::ParamHistograms(), tp::FilterImages("conv1.weight"), tp::CallbackTimeLogger(), tp::ScalarPrinter(),
+                      tp::JSONWriter(logdir), tp::TensorBoardWriter(logdir).config("```\n" + f.config + "```"), tp::ModelSaver(logdir),
                       tp::MinSaver(logdir, "test_error"), tp::SlurmRequeue());
   const auto outcome = trainer.train();
   if (outcome.interrupted() || !trainer.is_chief()) return {outcome};  // rank 0 reports the accuracy

@@ -11,6 +11,8 @@ packages=(
   librange-v3-dev       # dataflows
   libboost-dev          # Boost.Hana
   zlib1g-dev            # gzip IDX files
+  libpng-dev            # TensorBoard images
+  python3-pil           # decodes those images in the tests
   nlohmann-json3-dev    # stats.json
   libcli11-dev          # the flags of tp-run and the examples
   googletest libgtest-dev libgmock-dev

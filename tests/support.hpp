@@ -2,6 +2,8 @@
 // What the tests share: a tiny regression problem, the spy callback that records hooks, and
 // for the resume tests a temporary folder and a small MLP whose every state a resume must
 // bring back.
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +128,57 @@ auto mlp_trainer(tp::TrainOptions options, Callbacks... callbacks) {
 template <class... Callbacks>
 auto mlp_trainer(int max_epoch, Callbacks... callbacks) {
   return mlp_trainer(tp::TrainOptions().steps_per_epoch(7).max_epoch(max_epoch), std::move(callbacks)...);
+}
+
+// --- monitors -------------------------------------------------------------------------------
+
+// A command's standard output, or its exit status and output if it failed.
+inline std::string run(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return "popen failed";
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return status == 0 ? out : "exit status " + std::to_string(status) + ": " + out;
+}
+
+// An independent CRC-32C, bit by bit (the library's is table-driven).
+inline std::uint32_t bitwise_masked_crc32c(const unsigned char* p, std::size_t n) {
+  std::uint32_t crc = 0xffffffffu;
+  for (std::size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+  }
+  crc = ~crc;
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+// The records of a TensorBoard event file, each checked for its CRCs, written to
+// `scratch/record<i>` and decoded by protoc --decode_raw (an independent protobuf decoder).
+inline std::vector<std::string> decode_tensorboard_records(const std::filesystem::path& path, const std::filesystem::path& scratch) {
+  const auto bytes = read_all(path);
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::vector<std::string> decoded;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    EXPECT_LE(at + 12, bytes.size());
+    if (at + 12 > bytes.size()) break;
+    std::uint64_t length;
+    std::uint32_t length_crc, data_crc;
+    std::memcpy(&length, p + at, 8);
+    std::memcpy(&length_crc, p + at + 8, 4);
+    EXPECT_EQ(length_crc, bitwise_masked_crc32c(p + at, 8)) << "record at byte " << at;
+    EXPECT_LE(at + 12 + length + 4, bytes.size());
+    if (at + 12 + length + 4 > bytes.size()) break;
+    std::memcpy(&data_crc, p + at + 12 + length, 4);
+    EXPECT_EQ(data_crc, bitwise_masked_crc32c(p + at + 12, length)) << "record at byte " << at;
+    const auto record = scratch / ("record" + std::to_string(decoded.size()));
+    std::ofstream(record, std::ios::binary).write(bytes.data() + at + 12, static_cast<std::streamsize>(length));
+    decoded.push_back(run("protoc --decode_raw < " + record.string()));
+    at += 12 + length + 4;
+  }
+  return decoded;
 }
 
 // What `f()` throws as Error (its what()), or "(no error)".

@@ -183,26 +183,8 @@ std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return "popen failed";
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return status == 0 ? out : "exit status " + std::to_string(status) + ": " + out;
-}
-
-// An independent CRC-32C, bit by bit (the library's is table-driven).
-std::uint32_t bitwise_masked_crc32c(const unsigned char* p, std::size_t n) {
-  std::uint32_t crc = 0xffffffffu;
-  for (std::size_t i = 0; i < n; ++i) {
-    crc ^= p[i];
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
-  }
-  crc = ~crc;
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
+using tp_test::run;
+using tp_test::bitwise_masked_crc32c;
 
 struct PutsNaN {
   void after_epoch(auto& t) { t.put_scalar("broken", std::nan("")); }
@@ -313,25 +295,7 @@ TEST(TensorBoardWriter, WritesRecordsThatAnIndependentDecoderReads) {
   trainer.train();
   const auto path = trainer.callback<tp::TensorBoardWriter>().path();
   EXPECT_TRUE(path.filename().string().starts_with("events.out.tfevents."));
-  const auto bytes = slurp(path);
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  std::vector<std::string> decoded;
-  std::size_t at = 0;
-  while (at < bytes.size()) {
-    ASSERT_LE(at + 12, bytes.size());
-    std::uint64_t length;
-    std::uint32_t length_crc, data_crc;
-    std::memcpy(&length, p + at, 8);
-    std::memcpy(&length_crc, p + at + 8, 4);
-    EXPECT_EQ(length_crc, bitwise_masked_crc32c(p + at, 8)) << "record at byte " << at;
-    ASSERT_LE(at + 12 + length + 4, bytes.size());
-    std::memcpy(&data_crc, p + at + 12 + length, 4);
-    EXPECT_EQ(data_crc, bitwise_masked_crc32c(p + at + 12, length)) << "record at byte " << at;
-    const auto record = folder.path / ("record" + std::to_string(decoded.size()));
-    std::ofstream(record, std::ios::binary).write(bytes.data() + at + 12, static_cast<std::streamsize>(length));
-    decoded.push_back(run("protoc --decode_raw < " + record.string()));
-    at += 12 + length + 4;
-  }
+  const auto decoded = tp_test::decode_tensorboard_records(path, folder.path);
   ASSERT_EQ(decoded.size(), 7u);  // the version event, then 3 scalars in each of 2 epochs
   EXPECT_NE(decoded[0].find("3: \"brain.Event:2\""), std::string::npos) << decoded[0];
   // val/accuracy = 1.5 (float 0x3fc00000) at global step 2, in a Summary (field 5) Value (field 1)

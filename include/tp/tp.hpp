@@ -1,12 +1,18 @@
 #pragma once
 // The umbrella header, for users. The library's own headers include only what they use.
 #include <tp/batch.hpp>
+#include <tp/callbacks/callback_time_logger.hpp>
 #include <tp/callbacks/early_stopping.hpp>
+#include <tp/callbacks/filter_images.hpp>
 #include <tp/callbacks/gradient_norm.hpp>
+#include <tp/callbacks/human_hyperparam.hpp>
 #include <tp/callbacks/inference_runner.hpp>
 #include <tp/callbacks/min_max_saver.hpp>
 #include <tp/callbacks/model_saver.hpp>
 #include <tp/callbacks/moving_average.hpp>
+#include <tp/callbacks/numerics_watch.hpp>
+#include <tp/callbacks/param_histograms.hpp>
+#include <tp/callbacks/profiler.hpp>
 #include <tp/callbacks/progress_bar.hpp>
 #include <tp/callbacks/reduce_on_plateau.hpp>
 #include <tp/callbacks/run_environment.hpp>

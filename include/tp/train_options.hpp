@@ -35,6 +35,9 @@ struct TrainOptions {
   // LibTorch's intra-op threads for this process, set when train() starts (0, the default:
   // leave LibTorch's choice, one per core or OMP_NUM_THREADS).
   TORCH_ARG(int, intra_op_threads) = 0;
+  // The model summary (tp/model_summary.hpp) when training starts, and the optimizers' state
+  // size after the first step, printed by the chief (Lightning's enable_model_summary).
+  TORCH_ARG(bool, model_summary) = true;
 
  public:
   // Throws std::invalid_argument saying what is wrong and how to set it right.

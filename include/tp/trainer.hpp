@@ -32,8 +32,10 @@
 //   needs to go on exactly as an uninterrupted one: a run resumed from a checkpoint written in
 //   an epoch's after_epoch starts at the next epoch; one written after step k of an epoch
 //   starts that epoch again at step k (its before_epoch hooks run).
+#include <array>
 #include <cstdint>
 #include <exception>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -56,10 +58,14 @@
 #include <tp/concepts/tower.hpp>
 #include <tp/data/state.hpp>
 #include <tp/detail/archive.hpp>
+#include <tp/detail/callback_clock.hpp>
 #include <tp/detail/hook_dispatch.hpp>
+#include <tp/detail/phase_marker.hpp>
 #include <tp/detail/signals.hpp>
 #include <tp/detail/time_budget.hpp>
 #include <tp/loss_scaler.hpp>
+#include <tp/model_summary.hpp>
+#include <tp/detail/image.hpp>
 #include <tp/stop_training.hpp>
 #include <tp/train_options.hpp>
 #include <tp/train_outcome.hpp>
@@ -162,6 +168,7 @@ class Trainer {
         local_step_ = first;
         steps_done_ = first;
         epoch_closed_ = false;
+        if constexpr (times_callbacks) clock_.start_epoch();
         run_hook<detail::before_epoch_tag>();
         for (std::int64_t index = first; index < steps; ++index) {
           local_step_ = index;  // after the loop it stays the index of the epoch's last step
@@ -174,6 +181,7 @@ class Trainer {
           }
           ++global_step_;
           ++steps_done_;
+          if (summary_pending_) print_optimizer_summary();
           run_hook<detail::after_step_tag, receivers::all_but_writers>();
           const auto stepped = budget_.limited() ? detail::time_budget::clock::now() : began;
           run_hook<detail::after_step_tag, receivers::writers>();
@@ -196,6 +204,7 @@ class Trainer {
           budget_.saw_epoch_end(closed - closing);
           budget_.saw_checkpoint(detail::time_budget::clock::now() - closed);
         }
+        if constexpr (times_callbacks) report_epoch_times();
         if (should_stop(/*epoch_end_ahead=*/steps == 1)) break;
       }
       if (outcome_.interrupted()) {
@@ -284,6 +293,28 @@ class Trainer {
     requires(!scalar_value<Value>)
   void put_scalar(std::string_view, const Value&) {
     detail::check_scalar<Value>();
+  }
+
+  // Sends a tensor's values to the monitors that draw distributions (TensorBoard histograms).
+  void put_histogram(std::string_view name, const torch::Tensor& values) {
+    hana::for_each(receivers_of<detail::on_histogram_probe>(), [&](auto i) {
+      if (runs_here(callbacks_[i])) callbacks_[i].on_histogram(*this, name, values);
+    });
+  }
+  // Sends an image to the monitors that show images: [H, W] (grey), or [C, H, W] or [H, W, C]
+  // with C = 1, 3 or 4 (grey, RGB, RGBA); uint8, or floating point in [0, 1] (clamped). Throws
+  // std::invalid_argument for another shape or type, whether or not a monitor takes images.
+  void put_image(std::string_view name, const torch::Tensor& image) {
+    const auto pixels = detail::image_pixels(image, name);
+    hana::for_each(receivers_of<detail::on_image_probe>(), [&](auto i) {
+      if (runs_here(callbacks_[i])) callbacks_[i].on_image(*this, name, pixels);
+    });
+  }
+  // Sends a text (Markdown, as TensorBoard shows it) to the monitors that take texts.
+  void put_text(std::string_view name, std::string_view text) {
+    hana::for_each(receivers_of<detail::on_text_probe>(), [&](auto i) {
+      if (runs_here(callbacks_[i])) callbacks_[i].on_text(*this, name, text);
+    });
   }
 
   // --- state: what a checkpoint holds -------------------------------------------------------
@@ -432,9 +463,70 @@ class Trainer {
                               (Which == receivers::writers && is_writer);
       return hana::bool_c<Tag::template present<C, Trainer> && wanted>;
     });
-    hana::for_each(selected, [this](auto i) {
-      if (runs_here(callbacks_[i])) Tag::call(callbacks_[i], *this);
+    if constexpr (decltype(hana::length(selected))::value > 0) {
+      // Two loops rather than a test per callback: without a profiler, the hooks are called as
+      // if there were no markers (bench_phase_markers).
+      if (detail::profiling()) hana::for_each(selected, [this](auto i) { call<Tag>(i, true); });
+      else hana::for_each(selected, [this](auto i) { call<Tag>(i); });
+    }
+  }
+
+  // Calls callback i's hook, if the callback runs in this process: marked for a profiler if
+  // `marked`, and timed when a callback wants the epoch's times.
+  template <class Tag, class I>
+  void call(I i, bool marked) {
+    using C = std::remove_cvref_t<decltype(callbacks_[i])>;
+    if (!marked) return call<Tag>(i);
+    const detail::phase_scope marker([] { return detail::callback_phase_name<C, Tag>(); });
+    call<Tag>(i);
+  }
+  template <class Tag, class I>
+  void call(I i) {
+    if (!runs_here(callbacks_[i])) return;
+    if constexpr (times_callbacks) clock_.time(I::value, [&] { Tag::call(callbacks_[i], *this); });
+    else Tag::call(callbacks_[i], *this);
+  }
+
+  // The callbacks with a hook of the given probe's name and the right signature.
+  template <class Probe>
+  static constexpr auto receivers_of() {
+    return detail::indices_where<Callbacks...>([](auto t) {
+      using C = typename decltype(t)::type;
+      if constexpr (std::is_same_v<Probe, detail::on_histogram_probe>) return hana::bool_c<detail::callable_on_histogram<C, Trainer>>;
+      else if constexpr (std::is_same_v<Probe, detail::on_image_probe>) return hana::bool_c<detail::callable_on_image<C, Trainer>>;
+      else if constexpr (std::is_same_v<Probe, detail::on_text_probe>) return hana::bool_c<detail::callable_on_text<C, Trainer>>;
+      else return hana::bool_c<detail::callable_on_epoch_times<C, Trainer>>;
     });
+  }
+
+  // Whether some callback wants each epoch's times: only then are hooks timed.
+  // (By name: the trainer type is not complete where the clock member needs the answer.)
+  static constexpr bool times_callbacks = (detail::names_on_epoch_times<Callbacks> || ...);
+  void report_epoch_times() {
+    const auto times = clock_.read(epoch_num_);
+    hana::for_each(receivers_of<detail::on_epoch_times_probe>(), [&](auto i) {
+      if (runs_here(callbacks_[i])) callbacks_[i].on_epoch_times(*this, times);
+    });
+  }
+  static auto make_clock() {
+    if constexpr (times_callbacks)
+      return detail::callback_clock<sizeof...(Callbacks)>({detail::readable_type_name(typeid(Callbacks))...});
+    else return detail::no_callback_clock{};
+  }
+
+  // The model summary, when training starts, and the optimizers' state after the first step.
+  void print_model_summary() {
+    summary_pending_ = options_.model_summary() && is_chief();
+    if (summary_pending_) std::cout << "tp: the model\n" << model_summary(*model_module()) << std::flush;
+  }
+  void print_optimizer_summary() {
+    summary_pending_ = false;
+    std::int64_t count = 0, bytes = 0;
+    replicas_.for_each_optimizer([&](auto& optimizer) { ++count, bytes += optimizer_state_bytes(optimizer); });
+    if (count > 0)
+      std::cout << "tp: optimizer state after the first step: " << detail::human_bytes(static_cast<double>(bytes))
+                << (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) << "\n"
+                << std::flush;
   }
 
   // Chief-only callbacks are selected at compile time; whether this process is the chief is
@@ -475,8 +567,7 @@ class Trainer {
 
   void run_setup() {
     hana::for_each(all_callbacks, [this](auto i) {
-      if constexpr (detail::callable_setup<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>)
-        if (runs_here(callbacks_[i])) callbacks_[i].setup(*this);
+      if constexpr (detail::callable_setup<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>) call<detail::setup_tag>(i, detail::profiling());
     });
   }
 
@@ -492,9 +583,10 @@ class Trainer {
   }
 
   void run_before_train() {
+    print_model_summary();
     hana::for_each(all_callbacks, [this](auto i) {
       if constexpr (detail::callable_before_train<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>)
-        if (runs_here(callbacks_[i])) callbacks_[i].before_train(*this);
+        call<detail::before_train_tag>(i, detail::profiling());
       started_ = decltype(i)::value + 1;
     });
   }
@@ -505,9 +597,9 @@ class Trainer {
     std::exception_ptr first;
     hana::for_each(all_callbacks, [&](auto i) {
       if constexpr (detail::callable_after_train<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>) {
-        if (decltype(i)::value < started_ && runs_here(callbacks_[i])) {
+        if (decltype(i)::value < started_) {
           try {
-            callbacks_[i].after_train(*this);
+            call<detail::after_train_tag>(i, detail::profiling());
           } catch (...) {
             if (!first) first = std::current_exception();
           }
@@ -526,6 +618,8 @@ class Trainer {
   TrainOptions options_;
   replicas_type replicas_;
   hana::tuple<Callbacks...> callbacks_;
+  [[no_unique_address]] decltype(make_clock()) clock_ = make_clock();
+  bool summary_pending_ = false;
 
   int epoch_num_ = 0;
   std::int64_t local_step_ = 0;

@@ -15,6 +15,12 @@
 //                           checkpoint writers save there (the on-stop save)
 //   after_train(trainer)    once, on every exit path: normal end, stop request, exception
 //   on_scalar(trainer, name, value)   a scalar was put (monitors); name is std::string_view
+//   on_histogram(trainer, name, values)   a tensor whose distribution was put (put_histogram)
+//   on_image(trainer, name, image)        an image was put (put_image): a uint8 tensor, [H, W, C]
+//   on_text(trainer, name, text)          a text was put (put_text); text is std::string_view
+//   on_epoch_times(trainer, times)        after an epoch's last hook: how long the epoch and each
+//                           callback's hooks in it took (tp::epoch_times); the trainer times the
+//                           hooks only when a callback has this hook
 //
 // Level 1 (detail): for each hook, whether the type *names* it (a member of that name exists,
 // whatever its signature) and whether it is *callable* with the trainer. Level 2 (public):
@@ -24,6 +30,10 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+
+#include <torch/types.h>
+
+#include <tp/detail/callback_clock.hpp>
 
 namespace tp::detail {
 
@@ -51,17 +61,34 @@ TP_DETAIL_HOOK_TRAITS(on_interrupt)
 TP_DETAIL_HOOK_TRAITS(after_train)
 #undef TP_DETAIL_HOOK_TRAITS
 
-struct on_scalar_probe {
-  void on_scalar();
-};
-template <class C>
-struct on_scalar_mix : C, on_scalar_probe {};
-template <class C>
-concept names_on_scalar =
-    std::is_class_v<C> && !std::is_final_v<C> && !requires { &on_scalar_mix<C>::on_scalar; };
+// The hooks that take more than the trainer: name detection as above, calls checked below.
+#define TP_DETAIL_NAME_TRAITS(hook)                                                              \
+  struct hook##_probe {                                                                        \
+    void hook();                                                                               \
+  };                                                                                           \
+  template <class C>                                                                           \
+  struct hook##_mix : C, hook##_probe {};                                                      \
+  template <class C>                                                                           \
+  concept names_##hook = std::is_class_v<C> && !std::is_final_v<C> && !requires { &hook##_mix<C>::hook; };
+TP_DETAIL_NAME_TRAITS(on_scalar)
+TP_DETAIL_NAME_TRAITS(on_histogram)
+TP_DETAIL_NAME_TRAITS(on_image)
+TP_DETAIL_NAME_TRAITS(on_text)
+TP_DETAIL_NAME_TRAITS(on_epoch_times)
+#undef TP_DETAIL_NAME_TRAITS
 template <class C, class T>
 concept callable_on_scalar =
     requires(C& c, T& t, std::string_view name, double value) { c.on_scalar(t, name, value); };
+template <class C, class T>
+concept callable_on_histogram =
+    requires(C& c, T& t, std::string_view name, const torch::Tensor& values) { c.on_histogram(t, name, values); };
+template <class C, class T>
+concept callable_on_image =
+    requires(C& c, T& t, std::string_view name, const torch::Tensor& image) { c.on_image(t, name, image); };
+template <class C, class T>
+concept callable_on_text = requires(C& c, T& t, std::string_view name, std::string_view text) { c.on_text(t, name, text); };
+template <class C, class T>
+concept callable_on_epoch_times = requires(C& c, T& t, const epoch_times& times) { c.on_epoch_times(t, times); };
 
 // State (optional): a callback whose state a resumed run needs (a best value so far, a
 // running average) declares save_state(trainer, archive) and load_state(trainer, archive), with
@@ -78,7 +105,8 @@ concept names_save_state =
 template <class C>
 concept names_any_hook = names_setup<C> || names_before_train<C> || names_before_epoch<C> ||
                          names_before_step<C> || names_after_step<C> || names_after_epoch<C> ||
-                         names_on_interrupt<C> || names_after_train<C> || names_on_scalar<C>;
+                         names_on_interrupt<C> || names_after_train<C> || names_on_scalar<C> ||
+                         names_on_histogram<C> || names_on_image<C> || names_on_text<C> || names_on_epoch_times<C>;
 
 }  // namespace tp::detail
 
@@ -100,7 +128,11 @@ concept callback_for =
     (!detail::names_after_epoch<C> || detail::callable_after_epoch<C, Trainer>) &&
     (!detail::names_on_interrupt<C> || detail::callable_on_interrupt<C, Trainer>) &&
     (!detail::names_after_train<C> || detail::callable_after_train<C, Trainer>) &&
-    (!detail::names_on_scalar<C> || detail::callable_on_scalar<C, Trainer>);
+    (!detail::names_on_scalar<C> || detail::callable_on_scalar<C, Trainer>) &&
+    (!detail::names_on_histogram<C> || detail::callable_on_histogram<C, Trainer>) &&
+    (!detail::names_on_image<C> || detail::callable_on_image<C, Trainer>) &&
+    (!detail::names_on_text<C> || detail::callable_on_text<C, Trainer>) &&
+    (!detail::names_on_epoch_times<C> || detail::callable_on_epoch_times<C, Trainer>);
 
 // A chief-only callback runs only in the chief process of a multi-process run (rank 0): it
 // declares `static constexpr bool chief_only = true;` or is wrapped with tp::chief_only(cb).
@@ -141,7 +173,7 @@ constexpr bool check_callback() {
   static_assert(declares_a_hook,
                 "tp rule [callback: has a hook]: a callback must declare at least one hook: "
                 "setup, before_train, before_epoch, before_step, after_step, after_epoch, on_interrupt, "
-                "after_train or on_scalar");
+                "after_train, on_scalar, on_histogram, on_image, on_text or on_epoch_times");
 #define TP_DETAIL_CHECK_HOOK(hook)                                                   \
   static_assert(!names_##hook<C> || callable_##hook<C, Trainer>,                     \
                 "tp rule [callback_for: hook signature]: the hook " #hook " of this " \
@@ -159,6 +191,18 @@ constexpr bool check_callback() {
   static_assert(!names_on_scalar<C> || callable_on_scalar<C, Trainer>,
                 "tp rule [callback_for: hook signature]: the hook on_scalar of this callback "
                 "cannot be called as on_scalar(trainer&, std::string_view name, double value)");
+  static_assert(!names_on_histogram<C> || callable_on_histogram<C, Trainer>,
+                "tp rule [callback_for: hook signature]: the hook on_histogram of this callback "
+                "cannot be called as on_histogram(trainer&, std::string_view name, const torch::Tensor& values)");
+  static_assert(!names_on_image<C> || callable_on_image<C, Trainer>,
+                "tp rule [callback_for: hook signature]: the hook on_image of this callback "
+                "cannot be called as on_image(trainer&, std::string_view name, const torch::Tensor& image)");
+  static_assert(!names_on_text<C> || callable_on_text<C, Trainer>,
+                "tp rule [callback_for: hook signature]: the hook on_text of this callback "
+                "cannot be called as on_text(trainer&, std::string_view name, std::string_view text)");
+  static_assert(!names_on_epoch_times<C> || callable_on_epoch_times<C, Trainer>,
+                "tp rule [callback_for: hook signature]: the hook on_epoch_times of this callback "
+                "cannot be called as on_epoch_times(trainer&, const tp::epoch_times& times)");
   return callback_for<C, Trainer>;
 }
 

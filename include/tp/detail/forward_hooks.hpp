@@ -31,13 +31,30 @@ TP_DETAIL_FORWARD_HOOK(on_interrupt)
 TP_DETAIL_FORWARD_HOOK(after_train)
 #undef TP_DETAIL_FORWARD_HOOK
 
+// The hooks that take more than the trainer pass straight to the inner callback.
+#define TP_DETAIL_FORWARD_TO_INNER(hook, Value)                                   \
+  template <class Self, bool present>                                           \
+  struct forward_##hook {};                                                     \
+  template <class Self>                                                         \
+  struct forward_##hook<Self, true> {                                           \
+    template <class Trainer>                                                    \
+    void hook(Trainer& trainer, std::string_view name, Value value) {           \
+      static_cast<Self&>(*this).inner().hook(trainer, name, value);             \
+    }                                                                           \
+  };
+TP_DETAIL_FORWARD_TO_INNER(on_scalar, double)
+TP_DETAIL_FORWARD_TO_INNER(on_histogram, const torch::Tensor&)
+TP_DETAIL_FORWARD_TO_INNER(on_image, const torch::Tensor&)
+TP_DETAIL_FORWARD_TO_INNER(on_text, std::string_view)
+#undef TP_DETAIL_FORWARD_TO_INNER
+
 template <class Self, bool present>
-struct forward_on_scalar {};
+struct forward_on_epoch_times {};
 template <class Self>
-struct forward_on_scalar<Self, true> {
+struct forward_on_epoch_times<Self, true> {
   template <class Trainer>
-  void on_scalar(Trainer& trainer, std::string_view name, double value) {
-    static_cast<Self&>(*this).inner().on_scalar(trainer, name, value);
+  void on_epoch_times(Trainer& trainer, const epoch_times& times) {
+    static_cast<Self&>(*this).inner().on_epoch_times(trainer, times);
   }
 };
 
@@ -65,7 +82,11 @@ struct forward_hooks : forward_state<Self, names_save_state<Inner>>,
                        forward_after_epoch<Self, names_after_epoch<Inner>>,
                        forward_on_interrupt<Self, names_on_interrupt<Inner>>,
                        forward_after_train<Self, names_after_train<Inner>>,
-                       forward_on_scalar<Self, names_on_scalar<Inner>> {
+                       forward_on_scalar<Self, names_on_scalar<Inner>>,
+                       forward_on_histogram<Self, names_on_histogram<Inner>>,
+                       forward_on_image<Self, names_on_image<Inner>>,
+                       forward_on_text<Self, names_on_text<Inner>>,
+                       forward_on_epoch_times<Self, names_on_epoch_times<Inner>> {
   // A wrapper is what its inner callback is: chief-only, a checkpoint writer.
   static constexpr bool chief_only = chief_only_callback<Inner>;
   static constexpr bool writes_checkpoint = checkpoint_writer<Inner>;

@@ -30,6 +30,7 @@ constexpr auto indices_where(Pred pred) {
 // One tag per lifecycle hook: whether a callback has it for a trainer, and how to call it.
 #define TP_DETAIL_HOOK_TAG(hook)                          \
   struct hook##_tag {                                     \
+    static constexpr const char* name = #hook;            \
     template <class C, class T>                           \
     static constexpr bool present = callable_##hook<C, T>; \
     template <class C, class T>                           \

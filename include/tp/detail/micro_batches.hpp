@@ -10,6 +10,8 @@
 
 #include <torch/types.h>
 
+#include <tp/detail/phase_marker.hpp>
+
 namespace tp::detail {
 
 // Checks a policy's accumulate(k).
@@ -28,6 +30,7 @@ inline int micro_batches(int k, const char* policy) {
 template <class MicroStep>
 torch::Tensor over_micro_batches(int k, double loss_scale, MicroStep&& micro_step) {
   const auto backward = [&](const torch::Tensor& cost) {
+    TP_PHASE("tp::tower_backward");
     auto scaled = loss_scale == 1.0 ? cost : cost * loss_scale;
     (k == 1 ? scaled : scaled / k).backward();
   };

@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <tp/batch.hpp>
+#include <tp/detail/phase_marker.hpp>
 #include <tp/precision.hpp>
 #include <tp/tower_context.hpp>
 
@@ -23,6 +24,13 @@ std::vector<std::string> parameter_names(Model& model) {
   return names;
 }
 
+// The input's next batch, on `device`: the time this takes is the step's input wait.
+template <class Input>
+auto next_batch_on(Input& input, torch::Device device) {
+  TP_PHASE("tp::input_wait");
+  return to_device(input.next_batch(), device);
+}
+
 inline std::string tower_name(const TowerContext& ctx) {
   return "tower " + std::to_string(ctx.index) + " (" + ctx.device.str() + ")";
 }
@@ -32,6 +40,7 @@ inline std::string tower_name(const TowerContext& ctx) {
 // shape does not fit the model) or returns something that is not a differentiable scalar.
 template <class Tower, class Model, class Batch>
 torch::Tensor run_tower(Tower& tower, const TowerContext& ctx, Model& model, const Batch& batch) {
+  TP_PHASE("tp::tower_forward");
   torch::Tensor cost;
   try {
     if constexpr (requires { tower.precision(); }) {

@@ -97,7 +97,7 @@ class tower_set {
   auto pull(Input& input) {
     std::vector<std::remove_cvref_t<decltype(input.next_batch())>> batches;
     batches.reserve(models_.size());
-    for (int i = 0; i < size(); ++i) batches.push_back(to_device(input.next_batch(), device(i)));
+    for (int i = 0; i < size(); ++i) batches.push_back(next_batch_on(input, device(i)));
     return batches;
   }
   // A step's batches with k micro-batches per tower: [micro-batch][tower], pulled in that order.

@@ -2,7 +2,8 @@
 // Runs a job on every tower at once: tower 0 in the calling thread, the others in threads that
 // live as long as the replicas. The call returns when every tower is done; if towers threw, the
 // first (by tower index) is rethrown in the caller, so a failure in a tower surfaces in the
-// training loop with its message. The threads are joined on destruction.
+// training loop with its message. The threads are joined on destruction. A profiler running in
+// the caller records the towers' work too.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -10,6 +11,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <tp/detail/phase_marker.hpp>
 
 namespace tp::detail {
 
@@ -32,9 +35,11 @@ class tower_threads {
   int towers() const noexcept { return static_cast<int>(errors_.size()); }
 
   void run(const std::function<void(int)>& job) {
+    const profiler_context context;
     {
       std::lock_guard lock(mutex_);
       job_ = &job;
+      context_ = &context;
       pending_ = static_cast<int>(threads_.size());
       ++generation_;
       for (auto& e : errors_) e = nullptr;
@@ -61,9 +66,12 @@ class tower_threads {
       if (stopping_) return;
       seen = generation_;
       const auto* job = job_;
+      const auto* context = context_;
       lock.unlock();
       std::exception_ptr error;
       try {
+        std::optional<at::ThreadLocalStateGuard> profiling;
+        context->enter(profiling);
         (*job)(tower);
       } catch (...) {
         error = std::current_exception();
@@ -77,6 +85,7 @@ class tower_threads {
   std::mutex mutex_;
   std::condition_variable work_ready_, all_done_;
   const std::function<void(int)>* job_ = nullptr;
+  const profiler_context* context_ = nullptr;
   std::uint64_t generation_ = 0;
   int pending_ = 0;
   bool stopping_ = false;

@@ -101,6 +101,7 @@ class Async {
         std::lock_guard lock(mutex_);  // one update at a time: none is lost
         if (!detail::ready_for_update(scaler_, loss_scale, processing_, gradients, names_)) return;
         for (std::size_t k = 0; k < params.size(); ++k) shared_parameters_[k].mutable_grad() = gradients[k].to(shared_parameters_[k].device());
+        TP_PHASE("tp::optimizer_step");
         optimizer_->step();
         ++updates_;
       });

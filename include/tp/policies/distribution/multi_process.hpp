@@ -172,12 +172,13 @@ class MultiProcess {
         // The buckets' all-reduces start from the gradient hooks of the last micro-batch's
         // backward: the earlier ones only accumulate.
         cost = detail::over_micro_batches(micro_batches_, detail::loss_scale(scaler_), [&](bool last) {
-          const auto batch = to_device(input.next_batch(), device_);
+          const auto batch = detail::next_batch_on(input, device_);
           auto micro_cost = detail::run_tower(tower, ctx, model_, batch);
           if (last) early_all_reduces_ += reducer_->launched() - launched_before;
           reducer_->arm(last);
           return micro_cost;
         });
+        TP_PHASE("tp::reduce");  // what backward's all-reduces have left to do
         reducer_->finish();
       } catch (const detail::collective_error& e) {
         fail(e.operation, e);
@@ -188,12 +189,14 @@ class MultiProcess {
       // The reduced gradients are the same on every rank, so the loss scaler's inf check and
       // gradient processing take the same decision everywhere.
       if ((scaler_ || processing_.active()) && !process_gradients()) return cost;
+      TP_PHASE("tp::optimizer_step");
       optimizer_->step();
       return cost;
     }
 
     // Averages the gradients now in .grad across the ranks (what a step does after backward).
     void reduce_gradients() {
+      TP_PHASE("tp::reduce");
       try {
         reducer_->reduce_now();
       } catch (const detail::collective_error& e) {

@@ -101,13 +101,17 @@ class ParameterServer {
       auto costs = towers_.forward_backward(tower, input, options_.micro_batches_, scale);
       std::vector<torch::Tensor> reduced;
       std::vector<torch::Tensor> flats(static_cast<std::size_t>(towers_.size()));
-      for (const auto& b : buckets_) {
-        for (int i = 0; i < towers_.size(); ++i)
-          flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i)).to(options_.place_);
-        reduced.push_back(detail::mean_of(flats));
+      {
+        TP_PHASE("tp::reduce");
+        for (const auto& b : buckets_) {
+          for (int i = 0; i < towers_.size(); ++i)
+            flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i)).to(options_.place_);
+          reduced.push_back(detail::mean_of(flats));
+        }
       }
       if (detail::ready_for_update(scaler_, scale, options_.processing_, reduced, names_)) {
         for (std::size_t k = 0; k < buckets_.size(); ++k) detail::unflatten_gradients(buckets_[k], reduced[k], server_parameters_);
+        TP_PHASE("tp::optimizer_step");
         optimizer_->step();
         push_weights();
       }

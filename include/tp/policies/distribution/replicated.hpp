@@ -112,13 +112,17 @@ class Replicated {
     template <class Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
       auto costs = towers_.forward_backward(tower, input, options_.micro_batches_, detail::loss_scale(scaler_));
-      if (reduce_gradients()) towers_.threads().run([&](int i) { optimizers_[static_cast<std::size_t>(i)].step(); });
+      if (reduce_gradients()) {
+        TP_PHASE("tp::optimizer_step");
+        towers_.threads().run([&](int i) { optimizers_[static_cast<std::size_t>(i)].step(); });
+      }
       return costs[0];
     }
 
     // Averages the towers' gradients, bucket by bucket, unscales (with loss scaling) and
     // processes the average. Returns false if the update is to be skipped.
     bool reduce_gradients() {
+      TP_PHASE("tp::reduce");
       const auto n = static_cast<std::size_t>(towers_.size());
       std::vector<std::vector<torch::Tensor>> reduced(n);  // [tower][bucket]
       std::vector<torch::Tensor> flats(n);

@@ -91,10 +91,11 @@ class SingleDevice {
       optimizer_->zero_grad();
       const double scale = detail::loss_scale(scaler_);
       auto cost = detail::over_micro_batches(micro_batches_, scale, [&](bool) {
-        const auto batch = to_device(input.next_batch(), device_);
+        const auto batch = detail::next_batch_on(input, device_);
         return detail::run_tower(tower, ctx, model_, batch);
       });
       if ((scaler_ || processing_.active()) && !process_gradients(scale)) return cost;
+      TP_PHASE("tp::optimizer_step");
       optimizer_->step();
       return cost;
     }

@@ -1,0 +1,133 @@
+#pragma once
+// The model summary (tensorpack's describe_trainable_vars, Lightning's ModelSummary, Keras's
+// model.summary()): a table with one row per module that holds parameters of its own, then the
+// totals.
+//
+//   std::cout << tp::model_summary(*model);
+//
+//   module     type    parameters                trainable  frozen      bytes
+//   conv1      Conv2d  [32, 1, 5, 5] [32]              832       0    3.2 KiB
+//   ...
+//   total                                           101,770       0  397.5 KiB  (buffers 0 B)
+//
+// The trainer prints it when training starts (TrainOptions::model_summary, on by default, in the
+// chief only), and the optimizer's state after the first step, when optimizers that make their
+// state lazily (Adam's moments) have made it.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/serialize/output-archive.h>
+
+namespace tp {
+
+namespace detail {
+inline std::string with_commas(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+inline std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return text;
+}
+inline std::int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; }
+
+// Counts what goes through an ostream without keeping it.
+class counting_buffer : public std::streambuf {
+ public:
+  std::int64_t count = 0;
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (c != traits_type::eof()) ++count;
+    return c;
+  }
+  std::streamsize xsputn(const char*, std::streamsize n) override {
+    count += n;
+    return n;
+  }
+};
+}  // namespace detail
+
+struct module_summary {
+  std::string name, type;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::int64_t trainable = 0, frozen = 0, bytes = 0;
+};
+
+// The rows: modules with parameters of their own, in registration order ("" is the model itself).
+inline std::vector<module_summary> summarize_modules(const torch::nn::Module& model) {
+  std::vector<module_summary> rows;
+  const auto add = [&](std::string name, const torch::nn::Module& module) {
+    module_summary row{.name = std::move(name), .type = module.name(), .shapes = {}};
+    for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+      row.shapes.push_back(p.value().sizes().vec());
+      (p.value().requires_grad() ? row.trainable : row.frozen) += p.value().numel();
+      row.bytes += detail::tensor_bytes(p.value());
+    }
+    if (!row.shapes.empty()) rows.push_back(std::move(row));
+  };
+  add("(model)", model);  // (the model itself may not be in a shared_ptr, which named_modules would need)
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) add(item.key(), *item.value());
+  return rows;
+}
+
+inline std::string model_summary(const torch::nn::Module& model) {
+  const auto rows = summarize_modules(model);
+  std::int64_t trainable = 0, frozen = 0, bytes = 0, buffer_bytes = 0;
+  for (const auto& b : model.buffers()) buffer_bytes += detail::tensor_bytes(b);
+  std::vector<std::vector<std::string>> cells{{"module", "type", "parameters", "trainable", "frozen", "bytes"}};
+  for (const auto& r : rows) {
+    std::string shapes;
+    for (const auto& s : r.shapes) {
+      std::ostringstream one;
+      one << (shapes.empty() ? "" : " ") << c10::IntArrayRef(s);
+      shapes += one.str();
+    }
+    cells.push_back({r.name, r.type, shapes, detail::with_commas(r.trainable), detail::with_commas(r.frozen), detail::human_bytes(r.bytes)});
+    trainable += r.trainable, frozen += r.frozen, bytes += r.bytes;
+  }
+  cells.push_back({"total", "", "", detail::with_commas(trainable), detail::with_commas(frozen), detail::human_bytes(bytes)});
+  std::vector<std::size_t> width(6, 0);
+  for (const auto& row : cells)
+    for (std::size_t c = 0; c < 6; ++c) width[c] = std::max(width[c], row[c].size());
+  std::string out;
+  for (std::size_t r = 0; r < cells.size(); ++r) {
+    std::string line;
+    for (std::size_t c = 0; c < 6; ++c) {
+      const auto& cell = cells[r][c];
+      const auto pad = std::string(width[c] - cell.size(), ' ');
+      line += c >= 3 ? pad + cell : cell + pad;  // numbers to the right
+      if (c < 5) line += "  ";
+    }
+    if (r + 1 == cells.size()) line += "  (buffers " + detail::human_bytes(static_cast<double>(buffer_bytes)) + ")";
+    out += line + "\n";
+  }
+  return out;
+}
+
+// An optimizer's state (its moments, momentum buffers, step counts and options), in bytes, as a
+// checkpoint holds it: measured by serializing it, so that it holds for any optimizer.
+template <class Optimizer>
+std::int64_t optimizer_state_bytes(Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  detail::counting_buffer counter;
+  std::ostream out(&counter);
+  archive.save_to(out);
+  return counter.count;
+}
+
+}  // namespace tp
