@@ -522,7 +522,9 @@ class Trainer {
   void print_optimizer_summary() {
     summary_pending_ = false;
     std::int64_t count = 0, bytes = 0;
-    replicas_.for_each_optimizer([&](auto& optimizer) { ++count, bytes += optimizer_state_bytes(optimizer); });
+    replicas_.for_each_optimizer([&](auto& optimizer) {
+      if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
+    });  // (an optimizer of the user's that cannot save itself is left out)
     if (count > 0)
       std::cout << "tp: optimizer state after the first step: " << detail::human_bytes(static_cast<double>(bytes))
                 << (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) << "\n"
