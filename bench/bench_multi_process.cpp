@@ -8,6 +8,10 @@
 // - step: a training step of an MLP (8 MB of gradients in 1 MB buckets) with the buckets
 //   all-reduced while backward runs, against the same step reducing after backward. Figure:
 //   the median of the pairs' time ratio, overlapped / after.
+//
+// bench/two_hosts.sh runs the step benchmark between two network namespaces over a
+// rate-limited link, with these variables: TP_BENCH_BUCKET_BYTES (default 1 MB) and
+// TP_BENCH_COMPRESS (fp16: compressed all-reduce).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -99,18 +103,27 @@ void allreduce(benchmark::State& state) {
   state.counters["direct_GBps"] = static_cast<double>(numel * 4) * static_cast<double>(state.iterations()) / direct_seconds / 1e9;
 }
 
+std::size_t bucket_bytes() {
+  const char* text = std::getenv("TP_BENCH_BUCKET_BYTES");
+  return text ? std::stoull(text) : std::size_t{1} << 20;
+}
+torch::Dtype wire() {
+  const char* text = std::getenv("TP_BENCH_COMPRESS");
+  return text && std::string(text) == "fp16" ? torch::kHalf : torch::kFloat;
+}
+
 // One training step, overlapped and not.
 void step(benchmark::State& state) {
   static auto tower = desc(512, 8);  // 8 x (512 x 512 + 512) floats = 8.4 MB
   static auto overlapped = [] {
     auto env = environment();
     env.master_port = static_cast<std::uint16_t>(env.master_port + 2);
-    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(1 << 20).build(tower);
+    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(bucket_bytes()).compress_gradients(wire()).build(tower);
   }();
   static auto after = [] {
     auto env = environment();
     env.master_port = static_cast<std::uint16_t>(env.master_port + 3);
-    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(1 << 20).overlap(false).build(tower);
+    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(bucket_bytes()).compress_gradients(wire()).overlap(false).build(tower);
   }();
   static tp::DummyInput input(torch::data::Example<>{torch::randn({256, 512}), torch::randn({256, 512})});
   double overlap_seconds = 0, after_seconds = 0;
@@ -129,6 +142,7 @@ void step(benchmark::State& state) {
   }
   state.counters["overlapped_over_after"] = overlap_seconds / after_seconds;
   state.counters["after_ms"] = 1000 * after_seconds / static_cast<double>(state.iterations());
+  state.counters["overlapped_ms"] = 1000 * overlap_seconds / static_cast<double>(state.iterations());
 }
 
 // Fixed iteration counts: both ranks must make the same collectives.
@@ -175,5 +189,6 @@ int main(int argc, char** argv) {
   }
   if (chief)
     std::cout << "\nmedians of the pairs: tp / direct allreduce throughput " << reporter.medians["tp_over_direct_throughput"]
-              << "; step overlapped / reduced after backward " << reporter.medians["overlapped_over_after"] << "\n";
+              << "; step overlapped / reduced after backward " << reporter.medians["overlapped_over_after"] << " (" << reporter.medians["overlapped_ms"]
+              << " ms / " << reporter.medians["after_ms"] << " ms)\n";
 }

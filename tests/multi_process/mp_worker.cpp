@@ -2,7 +2,7 @@
 // times the batch). A small MLP regression, shuffled and sharded by rank, SGD with momentum.
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
-//             [--timeout-ms T] [--overlap 0|1] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
+//             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
 //             [--scripted MODEL.pt]
 //
@@ -120,6 +120,7 @@ int main(int argc, char** argv) try {
   auto distribution = tp::MultiProcess<tp::backend::Gloo>(env)
                           .timeout(std::chrono::milliseconds(std::stoll(get("--timeout-ms", "60000"))))
                           .overlap(get("--overlap", "1") == "1")
+                          .compress_gradients(get("--compress", "fp32") == "fp16" ? torch::kHalf : torch::kFloat)
                           .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")))  // small: several buckets
                           .accumulate(accumulate);
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),

@@ -12,7 +12,9 @@
 // number of processes.
 //
 // With overlap off, the buckets are all-reduced one after the other after backward: the
-// baseline the benchmark compares against. Either way, begin() zeroes the gradients (the
+// baseline the benchmark compares against. With a wire type (fp16 or bf16: DDP's
+// fp16_compress_hook), a bucket is divided by the number of processes in fp32, sent and summed
+// in that type (half the bytes), and copied back into the fp32 bucket. Either way, begin() zeroes the gradients (the
 // optimizer's zero_grad must not be used: it would detach the views).
 #include <cstddef>
 #include <memory>
@@ -38,8 +40,9 @@ struct collective_error : std::runtime_error {
 
 class overlapping_reducer {
  public:
-  overlapping_reducer(std::vector<torch::Tensor> parameters, c10::intrusive_ptr<collective_group> group, std::size_t bucket_bytes, bool overlap)
-      : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap) {
+  overlapping_reducer(std::vector<torch::Tensor> parameters, c10::intrusive_ptr<collective_group> group, std::size_t bucket_bytes, bool overlap,
+                      torch::Dtype wire = torch::kFloat)
+      : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap), wire_(wire) {
     std::vector<torch::Tensor> reversed(parameters_.rbegin(), parameters_.rend());
     buckets_ = make_buckets(reversed, bucket_bytes);
     for (auto& b : buckets_)
@@ -56,6 +59,7 @@ class overlapping_reducer {
     pending_.resize(buckets_.size());
     arrived_.resize(parameters_.size());
     works_.resize(buckets_.size());
+    wires_.resize(buckets_.size());
     attach_gradients();
   }
   overlapping_reducer(const overlapping_reducer&) = delete;  // the hooks point at it
@@ -147,8 +151,14 @@ class overlapping_reducer {
   void launch_ready() {
     while (next_ < buckets_.size() && pending_[next_] == 0) launch(next_++);
   }
+  bool compressed(std::size_t k) const { return wire_ != flats_[k].scalar_type(); }
   void launch(std::size_t k) {
     std::vector<torch::Tensor> one{flats_[k]};
+    if (compressed(k)) {
+      torch::NoGradGuard no_grad;
+      wires_[k] = flats_[k].div(group_->getSize()).to(wire_);  // divided first: the sum stays in range
+      one[0] = wires_[k];
+    }
     ++launched_;
     try {
       works_[k] = group_->allreduce(one);
@@ -164,7 +174,8 @@ class overlapping_reducer {
       } catch (const std::exception& e) {
         throw collective_error("the all-reduce of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
       }
-      flats_[k].div_(group_->getSize());
+      if (compressed(k)) flats_[k].copy_(wires_[k]);
+      else flats_[k].div_(group_->getSize());
     }
   }
 
@@ -177,7 +188,9 @@ class overlapping_reducer {
   bool overlap_;
   std::vector<bucket> buckets_;
   std::vector<place> where_;
+  torch::Dtype wire_;
   std::vector<torch::Tensor> flats_;  // the buckets: the parameters' .grad are views into them
+  std::vector<torch::Tensor> wires_;  // a bucket as sent, when compressed
   std::vector<std::size_t> pending_;
   std::vector<bool> arrived_;
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;

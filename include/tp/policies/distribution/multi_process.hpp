@@ -14,7 +14,8 @@
 // - Gradients are fused into buckets (25 MB by default) and all-reduced while backward runs,
 //   in the same order on every rank; the parameters' gradients are views into the buckets (no
 //   copies). Gradient processing then runs on the averages, so a NaN policy decides the same
-//   everywhere.
+//   everywhere. `.compress_gradients(torch::kHalf)` sends them as fp16 (half the bytes, for a
+//   slow link; bf16 on NCCL, and on Gloo from LibTorch 2.x), averaged back into fp32.
 // - A stop requested on any rank (request_stop, EarlyStopping, a stop signal, the time budget)
 //   is agreed by all before the next step; only rank 0 runs chief-only callbacks (the file
 //   writers, so the on-stop checkpoint too).
@@ -73,6 +74,15 @@ class MultiProcess {
     overlap_ = on;
     return *this;
   }
+  // The gradients' type on the wire: torch::kFloat (default, as they are), torch::kHalf or
+  // torch::kBFloat16 (DDP's fp16_compress_hook and bf16_compress_hook).
+  MultiProcess& compress_gradients(torch::Dtype wire) {
+    if (wire != torch::kFloat && wire != torch::kHalf && wire != torch::kBFloat16)
+      throw std::invalid_argument(std::string("tp::MultiProcess: compress_gradients takes torch::kHalf, torch::kBFloat16 or torch::kFloat (off), not ") +
+                                  c10::toString(wire));
+    wire_ = wire;
+    return *this;
+  }
   MultiProcess& gradients(GradientProcessing processing) {
     processing_ = std::move(processing);
     return *this;
@@ -102,7 +112,7 @@ class MultiProcess {
       optimizer_.emplace(tower.make_optimizer(model_));
       scaler_ = detail::loss_scaler_of(tower);
       if (processing_.active()) names_ = detail::parameter_names(model_);
-      reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, options.bucket_bytes_, options.overlap_);
+      reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, options.bucket_bytes_, options.overlap_, options.wire_);
       reducer_->hook();
     }
     Replica(Replica&&) noexcept = default;
@@ -322,6 +332,7 @@ class MultiProcess {
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
   std::size_t bucket_bytes_ = 25u << 20;
   bool overlap_ = true;
+  torch::Dtype wire_ = torch::kFloat;
   int micro_batches_ = 1;
   GradientProcessing processing_;
 };
