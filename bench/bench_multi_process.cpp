@@ -10,8 +10,8 @@
 //   the median of the pairs' time ratio, overlapped / after.
 //
 // bench/two_hosts.sh runs the step benchmark between two network namespaces over a
-// rate-limited link, with these variables: TP_BENCH_BUCKET_BYTES (default 1 MB) and
-// TP_BENCH_COMPRESS (fp16: compressed all-reduce).
+// rate-limited link, with these variables: TP_BENCH_BUCKET_BYTES (default 1 MB),
+// TP_BENCH_COMPRESS (fp16: compressed all-reduce) and TP_BENCH_BATCH (default 256).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -125,7 +125,8 @@ void step(benchmark::State& state) {
     env.master_port = static_cast<std::uint16_t>(env.master_port + 3);
     return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(bucket_bytes()).compress_gradients(wire()).overlap(false).build(tower);
   }();
-  static tp::DummyInput input(torch::data::Example<>{torch::randn({256, 512}), torch::randn({256, 512})});
+  static const std::int64_t rows = std::getenv("TP_BENCH_BATCH") ? std::stoll(std::getenv("TP_BENCH_BATCH")) : 256;
+  static tp::DummyInput input(torch::data::Example<>{torch::randn({rows, 512}), torch::randn({rows, 512})});
   double overlap_seconds = 0, after_seconds = 0;
   static bool overlap_first = true;
   for (auto _ : state) {

@@ -4,22 +4,23 @@
 # but not netem, so no delay is added: the links differ from real ones in latency). Each rank is
 # pinned to its own core (taskset), so that they do not fight for one.
 #
-#   bench/two_hosts.sh BUILD_DIR [RATES...]        (as root; RATES default: 1gbit 10gbit)
+#   bench/two_hosts.sh BUILD_DIR [RATE:BATCH...]     (as root; default: 1gbit:512 10gbit:64)
 #
 # For each rate, bucket size (1, 4 and 25 MB) and wire type (fp32, fp16), it runs
-# bench_multi_process's step benchmark (an MLP of 8.4 MB of gradients, batch 256, one thread per
-# rank) across the link and prints
+# bench_multi_process's step benchmark (an MLP of 8.4 MB of gradients, one thread per rank)
+# across the link and prints
 #
 #   link 1gbit, buckets 4 MB, fp32 on the wire: overlap gain: 0.31 (overlapped 120 ms, after backward 157 ms)
 #
-# where the gain is time after / time overlapped - 1. With TP_TWO_HOSTS_FASHION=1 it then trains
+# where the gain is time after / time overlapped - 1. (The first line is an example of the format.) With TP_TWO_HOSTS_FASHION=1 it then trains
 # examples/fashion_mnist for 3 epochs across the first link with fp16 on the wire, and prints
 # its test accuracy.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 shift
-rates=("${@:-1gbit}")
-[ $# -eq 0 ] && rates=(1gbit 10gbit)
+# A batch per rate such that computing the step takes about as long as sending its gradients.
+cases=("$@")
+[ $# -eq 0 ] && cases=(1gbit:512 10gbit:64)
 bench=$build/bench/bench_multi_process
 [ -x "$bench" ] || { echo "two_hosts: build bench_multi_process first ($bench)" >&2; exit 1; }
 a=tpba$$ b=tpbb$$
@@ -58,15 +59,16 @@ run_pair() {  # run_pair OUTFILE VAR=VALUE... -- COMMAND...: rank 0 in $a on cor
 }
 
 scratch=$(mktemp -d)
-for rate in "${rates[@]}"; do
+for case in "${cases[@]}"; do
+  rate=${case%%:*} batch=${case#*:}
   shape "$rate"
   for mb in 1 4 25; do
     for wire in fp32 fp16; do
       log=$scratch/$rate-$mb-$wire.log
-      run_pair "$log" TP_BENCH_BUCKET_BYTES=$((mb << 20)) TP_BENCH_COMPRESS=$wire -- "$bench" --benchmark_filter=step || true
+      run_pair "$log" TP_BENCH_BUCKET_BYTES=$((mb << 20)) TP_BENCH_COMPRESS=$wire TP_BENCH_BATCH=$batch -- "$bench" --benchmark_filter=step || true
       line=$(grep "step overlapped" "$log" || true)
       if [ -z "$line" ]; then echo "link $rate, buckets $mb MB, $wire: failed"; cat "$log" "$log.rank1" >&2; continue; fi
-      python3 - "$rate" "$mb" "$wire" "$line" <<'PY'
+      python3 - "$rate, batch $batch" "$mb" "$wire" "$line" <<'PY'
 import re, sys
 rate, mb, wire, line = sys.argv[1:]
 ratio, over, after = map(float, re.search(r"after backward ([0-9.e+-]+) \(([0-9.e+-]+) ms / ([0-9.e+-]+) ms\)", line).groups())
@@ -76,9 +78,10 @@ PY
   done
 done
 if [ "${TP_TWO_HOSTS_FASHION:-0}" = 1 ]; then
-  shape "${rates[0]}"
+  rate=${cases[0]%%:*}
+  shape "$rate"
   run_pair "$scratch/fashion.log" TP_LOGDIR_ACTION=remove -- "$build/examples/fashion_mnist" --epochs 3 --compress fp16 --threads 1 \
     --logdir "$scratch/fashion" || { cat "$scratch/fashion.log" "$scratch/fashion.log.rank1" >&2; exit 1; }
-  echo "fashion_mnist across the ${rates[0]} link, fp16 on the wire, 3 epochs: $(grep 'final test accuracy' "$scratch/fashion.log")"
+  echo "fashion_mnist across the $rate link, fp16 on the wire, 3 epochs: $(grep 'final test accuracy' "$scratch/fashion.log")"
 fi
 rm -rf "$scratch"

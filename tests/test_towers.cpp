@@ -337,3 +337,17 @@ TEST(GradientNorm, WithoutRecordingIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("GradientProcessing().record_norm()"), std::string::npos) << e.what();
   }
 }
+
+// compress_gradients takes the types a wire can carry, and says which where it is given another
+// (checked when the option is set: nothing connects before build).
+TEST(MultiProcessOptions, CompressionTakesHalfPrecisionTypesOnly) {
+  tp::process_environment env;
+  tp::MultiProcess<tp::backend::Gloo> policy(env);
+  EXPECT_NO_THROW(policy.compress_gradients(torch::kHalf));
+  EXPECT_NO_THROW(policy.compress_gradients(torch::kFloat));
+  EXPECT_EQ(tp_test::error_message_of<std::invalid_argument>([&] { policy.compress_gradients(torch::kInt); }),
+            "tp::MultiProcess: compress_gradients takes torch::kHalf, torch::kBFloat16 or torch::kFloat (off), not Int");
+  const auto bf16 = tp_test::error_message_of<std::invalid_argument>([&] { policy.compress_gradients(torch::kBFloat16); });
+  if (TORCH_VERSION_MAJOR < 2) EXPECT_NE(bf16.find("LibTorch 1.x's Gloo cannot sum bf16"), std::string::npos) << bf16;
+  else EXPECT_EQ(bf16, "(no error)");
+}

@@ -30,12 +30,14 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/types.h>
+#include <torch/version.h>
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
@@ -80,6 +82,11 @@ class MultiProcess {
     if (wire != torch::kFloat && wire != torch::kHalf && wire != torch::kBFloat16)
       throw std::invalid_argument(std::string("tp::MultiProcess: compress_gradients takes torch::kHalf, torch::kBFloat16 or torch::kFloat (off), not ") +
                                   c10::toString(wire));
+#if TORCH_VERSION_MAJOR < 2
+    if (wire == torch::kBFloat16 && std::string_view(Backend::name) == "gloo")
+      throw std::invalid_argument("tp::MultiProcess: LibTorch 1.x's Gloo cannot sum bf16 (LibTorch 2.x's can); compress_gradients(torch::kHalf) "
+                                  "halves the bytes as well");
+#endif
     wire_ = wire;
     return *this;
   }
