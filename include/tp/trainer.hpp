@@ -466,8 +466,8 @@ class Trainer {
     if constexpr (decltype(hana::length(selected))::value > 0) {
       // Two loops rather than a test per callback: without a profiler, the hooks are called as
       // if there were no markers (bench_phase_markers).
-      if (detail::profiling()) hana::for_each(selected, [this](auto i) { call<Tag>(i, true); });
-      else hana::for_each(selected, [this](auto i) { call<Tag>(i); });
+      if (detail::profiling()) hana::for_each(selected, [&](auto i) { call<Tag>(i, true); });
+      else hana::for_each(selected, [&](auto i) { call<Tag>(i); });
     }
   }
 
@@ -515,20 +515,25 @@ class Trainer {
   }
 
   // The model summary, when training starts, and the optimizers' state after the first step.
+  // (Not with a part that breaks a rule: the rule is then the only error.)
   void print_model_summary() {
-    summary_pending_ = options_.model_summary() && is_chief();
-    if (summary_pending_) std::cout << "tp: the model\n" << model_summary(*model_module()) << std::flush;
+    if constexpr (tower_ok && distribution_ok) {
+      summary_pending_ = options_.model_summary() && is_chief();
+      if (summary_pending_) std::cout << "tp: the model\n" << model_summary(*model_module()) << std::flush;
+    }
   }
   void print_optimizer_summary() {
     summary_pending_ = false;
-    std::int64_t count = 0, bytes = 0;
-    replicas_.for_each_optimizer([&](auto& optimizer) {
-      if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
-    });  // (an optimizer of the user's that cannot save itself is left out)
-    if (count > 0)
-      std::cout << "tp: optimizer state after the first step: " << detail::human_bytes(static_cast<double>(bytes))
-                << (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) << "\n"
-                << std::flush;
+    if constexpr (tower_ok && distribution_ok) {
+      std::int64_t count = 0, bytes = 0;
+      replicas_.for_each_optimizer([&](auto& optimizer) {
+        if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
+      });  // (an optimizer of the user's that cannot save itself is left out)
+      if (count > 0)
+        std::cout << "tp: optimizer state after the first step: " << detail::human_bytes(static_cast<double>(bytes))
+                  << (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) << "\n"
+                  << std::flush;
+    }
   }
 
   // Chief-only callbacks are selected at compile time; whether this process is the chief is
@@ -568,7 +573,7 @@ class Trainer {
   }
 
   void run_setup() {
-    hana::for_each(all_callbacks, [this](auto i) {
+    hana::for_each(all_callbacks, [&](auto i) {
       if constexpr (detail::callable_setup<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>) call<detail::setup_tag>(i, detail::profiling());
     });
   }
@@ -586,7 +591,7 @@ class Trainer {
 
   void run_before_train() {
     print_model_summary();
-    hana::for_each(all_callbacks, [this](auto i) {
+    hana::for_each(all_callbacks, [&](auto i) {
       if constexpr (detail::callable_before_train<std::remove_cvref_t<decltype(callbacks_[i])>, Trainer>)
         call<detail::before_train_tag>(i, detail::profiling());
       started_ = decltype(i)::value + 1;

@@ -128,7 +128,7 @@ std::pair<std::map<std::string, double>, std::int64_t> run_inference(Model& mode
                                                                      compute_format format, const char* who, batch_share share = {}) {
   torch::NoGradGuard no_grad;
   std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers);
-  std::int64_t index = 0, batches = 0, examples = 0;
+  std::int64_t index = 0, examples = 0;
   const auto device = (*model).parameters().empty() ? torch::Device(torch::kCPU) : (*model).parameters().front().device();
   for (auto&& batch : dataflow) {
     if (index++ % share.every != share.first) continue;
@@ -143,7 +143,6 @@ std::pair<std::map<std::string, double>, std::int64_t> run_inference(Model& mode
     const auto n = examples_in(on_device, size);
     std::apply([&](auto&... inf) { (inf.add(out, n), ...); }, inferencers);
     examples += n;
-    ++batches;
   }
   if (index == 0) throw std::runtime_error(std::string("tp::") + who + ": the dataflow gave no batch");
   std::map<std::string, double> results;
