@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: setup configure demo test suite test-debian13 bench sanitize clean
+.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,13 +18,23 @@ demo: configure
 # Builds everything and runs the whole suite (unit, compile-fail, example and package tests),
 # then the numerics-sensitive tests again under other BLAS kernels and thread counts.
 test: suite
-	@JOBS=$(JOBS) bash scripts/kernel_matrix.sh $(BUILD)
+	@bash scripts/timed.sh "kernel matrix ($(BUILD))" env JOBS=$(JOBS) bash scripts/kernel_matrix.sh $(BUILD)
 
 # The whole suite once, with the compiler in CXX (g++ unless set; the first configure of a
-# build folder fixes it).
+# build folder fixes it). Tests run side by side, each with tp's default intra-op threads (the
+# physical cores): OpenMP's threads wait passively, so that busy-waiting ones do not starve
+# the other tests' (it changes when threads sleep, not what they compute).
 suite: configure
-	@cmake --build $(BUILD) -j $(JOBS)
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@bash scripts/timed.sh "build ($(BUILD))" cmake --build $(BUILD) -j $(JOBS)
+	@bash scripts/timed.sh "tests ($(BUILD))" env OMP_WAIT_POLICY=passive ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# What a second compiler checks: everything builds without warnings, and the compile-time
+# rules' diagnostics hold (the compile-fail cases and the concept tests). Unoptimized, since
+# nothing built here runs longer than a test of the rules; the suite itself runs with g++.
+compile-checks: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTP_BUILD_BENCH=OFF > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
+	@bash scripts/timed.sh "build ($(BUILD), -O0)" cmake --build $(BUILD) -j $(JOBS)
+	@bash scripts/timed.sh "compile-time rules ($(BUILD))" ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L compile_time
 
 # Debian 13 (LibTorch 2.6, CMake 3.31) in a debootstrap root kept in ~/.cache/tp: the suite with
 # g++ 14, then with clang 19 (needs root; see scripts/debian13.sh).

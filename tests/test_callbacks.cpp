@@ -307,17 +307,22 @@ TEST(TensorBoardWriter, WritesRecordsThatAnIndependentDecoderReads) {
 // --- chief-only callbacks ---------------------------------------------------------------------------
 
 namespace {
-// A single-device run that says this process is not the chief, as rank 1 of a multi-process
-// run would.
+// A single-device run that says this process is rank 1 of two, as a multi-process run would
+// (the many-processes capability is all or nothing: concepts/distribution.hpp).
 struct NotChief : tp::SingleDevice {
   template <class Tower>
-  struct Replica : tp::SingleDevice::Replica<Tower> {
-    using tp::SingleDevice::Replica<Tower>::Replica;
+  struct Replicas : tp::SingleDevice::Replicas<Tower> {
+    using tp::SingleDevice::Replicas<Tower>::Replicas;
     bool is_chief() const { return false; }
+    int world_size() const { return 2; }
+    int agree_on_stop(int code) { return code; }
+    void sum_across_processes(std::vector<double>& values) {  // the other rank has the same values
+      for (auto& v : values) v *= 2;
+    }
   };
   template <class Tower>
-  Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, torch::kCPU, tp::GradientProcessing());
+  Replicas<Tower> build(Tower& tower) {
+    return Replicas<Tower>(tower, *this);
   }
 };
 }  // namespace
@@ -579,4 +584,31 @@ TEST(InferenceRunner, AMissingOutputIsNamedAndTheModelGoesBackToTraining) {
     EXPECT_NE(std::string(e.what()).find("gives no output named 'cost'; it gives: prediction"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(trainer.model()->is_training());
+}
+
+// --- the default callback set (tensorpack's TrainConfig defaults) ------------------------------
+
+TEST(DefaultCallbacks, OneCallGivesTheUsualSetBesideTheUsersOwn) {
+  TempFolder folder;
+  fs::create_directories(folder.path);
+  const auto batch = tp_test::regression_batch(24);
+  auto flow = tp::data::examples(batch.data, batch.target) | tp::data::batch(6);
+  Spy mine;
+  auto trainer = tp::make_trainer(tp::FeedInput(flow), tp_test::linear_desc(), tp::SingleDevice(), tp::TrainOptions().max_epoch(2),
+                                  tp::default_callbacks(folder.path), mine);
+  // The pack is flattened: the trainer is the type it is with the callbacks listed by hand, so the
+  // set costs what they cost.
+  using Listed = tp::Trainer<tp::FeedInput<decltype(flow)>, decltype(tp_test::linear_desc()), tp::SingleDevice, tp::RunEnvironment,
+                             tp::ProgressBar, decltype(tp::MovingAverage("cost")), tp::ScalarPrinter, tp::JSONWriter, tp::TensorBoardWriter, Spy>;
+  static_assert(std::is_same_v<decltype(trainer), Listed>);
+  trainer.train();
+  EXPECT_EQ(trainer.steps_per_epoch(), 4);  // one pass of 24 rows in batches of 6
+  const auto epochs = tp::JSONWriter::read(folder.path / "stats.json");
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_EQ(epochs[1].global_step, 8);
+  EXPECT_TRUE(epochs[1].scalars.contains("cost"));  // the moving average, put at each epoch's end
+  bool events = false;
+  for (const auto& entry : fs::directory_iterator(folder.path)) events |= entry.path().filename().string().starts_with("events.out.tfevents");
+  EXPECT_TRUE(events);
+  EXPECT_EQ(tp_test::only(*mine.log, "after_epoch").size(), 2u);
 }

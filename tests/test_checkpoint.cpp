@@ -144,6 +144,114 @@ TEST(Resume, LoadStateWhileTrainingIsRefused) {
   EXPECT_THROW(trainer.train(), std::logic_error);
 }
 
+// --- callback state keyed by name ---------------------------------------------------------------
+
+namespace {
+// A stateful callback: counts its steps, and keeps the count in checkpoints.
+struct Counter {
+  std::string key;  // empty: the type's name
+  std::int64_t steps = 0;
+  void after_step(auto&) { ++steps; }
+  void save_state(auto&, torch::serialize::OutputArchive& a) { a.write("steps", c10::IValue(steps)); }
+  void load_state(auto&, torch::serialize::InputArchive& a) { steps = tp::detail::read_int(a, "steps"); }
+};
+struct Tally : Counter {};
+struct Named : Counter {
+  std::string state_key() const { return key; }
+};
+
+template <class... Callbacks>
+std::string saved_by(std::int64_t steps, Callbacks... callbacks) {
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(steps), std::move(callbacks)...);
+  trainer.train();
+  torch::serialize::OutputArchive out;
+  trainer.save_state(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  return bytes.str();
+}
+template <class Trainer>
+void load_into(Trainer& trainer, const std::string& bytes) {
+  std::istringstream in(bytes);
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  trainer.load_state(archive);
+}
+std::string load_error(auto& trainer, const std::string& bytes) {
+  try {
+    load_into(trainer, bytes);
+  } catch (const tp::checkpoint_error& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+}  // namespace
+
+TEST(CallbackState, IsKeptByNameSoThatCallbacksMayBeReorderedOrAdded) {
+  // Saved with a Counter at 3 steps, then a Tally that has seen 3 too, set apart below.
+  Counter counter;
+  Tally tally;
+  tally.steps = 100;
+  const auto bytes = saved_by(3, counter, tally);  // Counter#0: 3, Tally#0: 103
+  // Reordered, with a stateless callback in front: each still gets its own state.
+  auto reordered = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), tp_test::Spy{}, Tally{}, Counter{});
+  load_into(reordered, bytes);
+  EXPECT_EQ(reordered.callback<Tally>().steps, 103);
+  EXPECT_EQ(reordered.callback<Counter>().steps, 3);
+  // Callbacks that choose their key: their order does not matter either.
+  const auto named = saved_by(2, Named{{"warmup", 10}}, Named{{"decay", 20}});
+  auto swapped = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2), Named{{"decay", 0}}, Named{{"warmup", 0}});
+  load_into(swapped, named);
+  EXPECT_EQ(swapped.callback<0>().steps, 22);
+  EXPECT_EQ(swapped.callback<1>().steps, 12);
+}
+
+TEST(CallbackState, AMissingOrUnknownCallbackIsAnErrorNamingIt) {
+  const auto bytes = saved_by(3, Counter{}, Tally{});
+  auto without_tally = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Counter{});
+  const auto unknown = load_error(without_tally, bytes);
+  EXPECT_NE(unknown.find("it holds state for Tally#0, which this trainer does not have"), std::string::npos) << unknown;
+  auto two_counters = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Counter{}, Tally{}, Counter{});
+  const auto missing = load_error(two_counters, bytes);
+  EXPECT_NE(missing.find("this trainer's Counter#1 has no state in it"), std::string::npos) << missing;
+  EXPECT_EQ(two_counters.callback<1>().steps, 0);  // checked before any callback's state is loaded
+}
+
+TEST(CallbackState, ACheckpointOfFormatOneIsStillRead) {
+  // What tp wrote before callback state was keyed by name: format 1, callbacks by position.
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4), Counter{}, Tally{});
+  trainer.train();
+  trainer.callback<Tally>().steps = 40;
+  torch::serialize::OutputArchive old;
+  old.write("tp/format", c10::IValue(std::int64_t{1}));
+  old.write("loop/epoch_num", c10::IValue(std::int64_t{1}));
+  old.write("loop/steps_done", c10::IValue(std::int64_t{4}));
+  old.write("loop/epoch_closed", c10::IValue(true));
+  old.write("loop/global_step", c10::IValue(std::int64_t{4}));
+  torch::serialize::OutputArchive model, optimizer, counter, tally;
+  tp::detail::save_module(model, *trainer.model_module());
+  old.write("model", model);
+  trainer.replicas().optimizer().save(optimizer);
+  old.write("optimizer/0", optimizer);
+  old.write("optimizer/count", c10::IValue(std::int64_t{1}));
+  tp::detail::save_cpu_rng(old, "rng/cpu");
+  tp::detail::save_cuda_rng(old, "rng/cuda");
+  counter.write("steps", c10::IValue(std::int64_t{4}));
+  old.write("callback/0", counter);
+  tally.write("steps", c10::IValue(std::int64_t{40}));
+  old.write("callback/1", tally);
+  std::ostringstream bytes;
+  old.save_to(bytes);
+  auto resumed = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(2), Counter{}, Tally{});
+  load_into(resumed, bytes.str());
+  EXPECT_EQ(resumed.global_step(), 4);
+  EXPECT_EQ(resumed.callback<Counter>().steps, 4);
+  EXPECT_EQ(resumed.callback<Tally>().steps, 40);
+  expect_bitwise_equal(weights_of(resumed), weights_of(trainer));
+  resumed.train();  // goes on at epoch 2
+  EXPECT_EQ(resumed.global_step(), 8);
+}
+
 // --- ModelSaver -----------------------------------------------------------------------------
 
 TEST(ModelSaver, KeepsTheNewestAndWritesAnIndex) {

@@ -149,12 +149,14 @@ static_assert(tp::distribution_policy<tp::SingleDevice, NoOptimizer>);
 static_assert(!tp::stepping_distribution<tp::SingleDevice, NoOptimizer, tp::DummyInput<torch::Tensor>>);
 static_assert(!tp::distribution_policy<int, LinearDesc>);
 static_assert(!tp::distribution_policy<torch::Device, LinearDesc>);
-// Replicas with a main model but no default step, and replicas with neither.
+// The concept's minimum (a main model and its optimizers, here none: a user step owns them),
+// which has no default step, and replicas without a main model.
 struct ModelOnly {
   template <class Tower>
   struct Replicas {
     tp::model_t<Tower> model;
     tp::model_t<Tower>& main_model() { return model; }
+    void for_each_optimizer(auto&&) {}
   };
   template <class Tower>
   Replicas<Tower> build(Tower& tower) {
@@ -174,6 +176,17 @@ struct NoMainModel {
 static_assert(tp::distribution_policy<ModelOnly, LinearDesc>);
 static_assert(!tp::stepping_distribution<ModelOnly, LinearDesc, tp::DummyInput<tp_test::Batch>>);
 static_assert(tp::detail::builds_replicas<NoMainModel, LinearDesc> && !tp::distribution_policy<NoMainModel, LinearDesc>);
+
+// Optional capabilities, each whole (the compile-fail cases check that half of one is refused).
+using SingleReplicas = tp::replicas_t<tp::SingleDevice, LinearDesc>;
+using ProcessReplicas = tp::replicas_t<tp::MultiProcess<tp::backend::Gloo>, LinearDesc>;
+static_assert(!tp::multi_process_replicas<SingleReplicas> && tp::multi_process_replicas<ProcessReplicas>);
+static_assert(tp::synced_at_start<tp::replicas_t<tp::Replicated<tp::InProcess>, LinearDesc>> && !tp::synced_at_start<SingleReplicas>);
+static_assert(tp::epoch_end_work<tp::replicas_t<tp::Replicated<tp::InProcess>, LinearDesc>> && !tp::epoch_end_work<SingleReplicas>);
+using Flow = decltype(tp::data::examples(torch::zeros({4, 4}), torch::zeros({4, 1})) | tp::data::batch(2));
+static_assert(tp::background_input<tp::QueueInput<Flow>> && tp::resumable_input<tp::QueueInput<Flow>>);
+static_assert(!tp::background_input<tp::FeedInput<Flow>> && tp::resumable_input<tp::FeedInput<Flow>>);
+static_assert(!tp::background_input<tp::DummyInput<tp_test::Batch>> && !tp::resumable_input<tp::DummyInput<tp_test::Batch>>);
 
 // The checks say whether the rules hold, for the code they guard.
 static_assert(tp::detail::check_input<tp::DummyInput<tp_test::Batch>>());
@@ -205,4 +218,51 @@ TEST(Concepts, TheCheckedTrainerAcceptsWhatTheConceptsAccept) {
   static_assert(tp::callback_for<AfterStepOnly, T> && tp::monitor_for<Monitor, T>);
   static_assert(tp::callback_for<tp_test::Spy, T>);
   EXPECT_NO_THROW(trainer.train());
+}
+
+// What the concepts accept, the trainer can train: a model held by a std::shared_ptr, and a
+// distribution policy with nothing but the concept's minimum (with a user step).
+TEST(Concepts, TrainsAModelHeldByASharedPtr) {
+  auto desc = tp::model_desc([] { return std::make_shared<torch::nn::LinearImpl>(4, 1); })
+                  .tower_function([](const tp::TowerContext&, std::shared_ptr<torch::nn::LinearImpl>& m, const tp_test::Batch& b) {
+                    return torch::mse_loss(m->forward(b.data), b.target);
+                  })
+                  .optimizer([](std::shared_ptr<torch::nn::LinearImpl>& m) { return torch::optim::SGD(m->parameters(), 0.1); });
+  static_assert(tp::module_handle<std::shared_ptr<torch::nn::LinearImpl>>);
+  tp::Trainer trainer(tp::DummyInput(tp_test::regression_batch()), desc, tp::SingleDevice(),
+                      tp::TrainOptions().steps_per_epoch(20).model_summary(true));
+  const auto before = trainer.model()->weight.clone();
+  trainer.train();
+  EXPECT_EQ(trainer.global_step(), 20);
+  EXPECT_FALSE(torch::equal(before, trainer.model()->weight));
+  // A checkpoint goes through the same handle.
+  torch::serialize::OutputArchive saved;
+  trainer.save_state(saved);
+  std::stringstream bytes;
+  saved.save_to(bytes);
+  auto again = tp::Trainer(tp::DummyInput(tp_test::regression_batch()), desc, tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(20));
+  torch::serialize::InputArchive loaded;
+  loaded.load_from(bytes);
+  again.load_state(loaded);
+  EXPECT_TRUE(torch::equal(again.model()->weight, trainer.model()->weight));
+  EXPECT_EQ(again.global_step(), 20);
+}
+
+TEST(Concepts, TrainsWithAPolicyOfTheConceptsMinimum) {
+  tp::Trainer trainer(tp::DummyInput(tp_test::regression_batch()), tp_test::linear_desc(), ModelOnly{},
+                      tp::TrainOptions().steps_per_epoch(5).max_epoch(2));
+  torch::optim::SGD sgd(trainer.model()->parameters(), 0.1);
+  const auto before = trainer.model()->weight.clone();
+  trainer.train([&](auto& t) {
+    const auto batch = t.input().next_batch();
+    sgd.zero_grad();
+    auto cost = torch::mse_loss(t.model()->forward(batch.data), batch.target);
+    cost.backward();
+    sgd.step();
+    return cost;
+  });
+  EXPECT_EQ(trainer.global_step(), 10);
+  EXPECT_FALSE(torch::equal(before, trainer.model()->weight));
+  torch::serialize::OutputArchive saved;
+  EXPECT_NO_THROW(trainer.save_state(saved));  // no optimizers to save: the policy holds none
 }

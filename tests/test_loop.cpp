@@ -182,13 +182,43 @@ TEST(Loop, BadOptionsAreRejectedWithTheFix) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(tp::TrainOptions()).find("steps_per_epoch must be > 0, got 0"), std::string::npos);
+  // Unset, steps_per_epoch is one pass of the input: a DummyInput has no passes.
+  EXPECT_NE(message(tp::TrainOptions()).find("steps_per_epoch is not set, and the input cannot tell how many batches a pass"),
+            std::string::npos);
   EXPECT_NE(message(tp::TrainOptions().steps_per_epoch(-5)).find("got -5"), std::string::npos);
   EXPECT_NE(message(tp::TrainOptions().steps_per_epoch(1).starting_epoch(4).max_epoch(3))
                 .find("max_epoch (3) is smaller than starting_epoch (4)"),
             std::string::npos);
   EXPECT_NE(message(tp::TrainOptions().steps_per_epoch(1).starting_epoch(0)).find("starting_epoch must be >= 1"),
             std::string::npos);
+}
+
+// Unset, steps_per_epoch is one pass of the input (tensorpack's default: the input's size), in
+// steps of the default step's batches.
+TEST(Loop, StepsPerEpochDefaultsToOnePassOfTheInput) {
+  const auto batch = tp_test::regression_batch(24);
+  auto steps_of = [&](auto flow, auto distribution) {
+    auto trainer = tp::Trainer(tp::FeedInput(std::move(flow)), tp_test::linear_desc(), std::move(distribution), tp::TrainOptions());
+    const auto steps = trainer.steps_per_epoch();
+    trainer.train();
+    EXPECT_EQ(trainer.global_step(), steps);
+    return steps;
+  };
+  auto rows = [&] { return tp::data::examples(batch.data, batch.target); };
+  EXPECT_EQ(steps_of(rows() | tp::data::batch(5), tp::SingleDevice()), 5);                                        // 4 batches of 5, one of 4
+  EXPECT_EQ(steps_of(rows() | tp::data::batch(5, tp::data::remainder::drop), tp::SingleDevice()), 4);             // the 4 rows left dropped
+  EXPECT_EQ(steps_of(rows() | tp::data::shuffle(1) | tp::data::shard(1, 2) | tp::data::batch(5), tp::SingleDevice()), 3);  // 12 rows
+  EXPECT_EQ(steps_of(rows() | tp::data::batch(3), tp::SingleDevice().accumulate(2)), 4);                          // 8 batches, 2 a step
+  EXPECT_EQ(steps_of(rows() | tp::data::batch(3), tp::Replicated<>::cpu(2)), 4);  // 2 towers
+  // QueueInput knows it too; a flow shorter than one step is an error that says so.
+  auto queued = tp::Trainer(tp::QueueInput(rows() | tp::data::batch(4)), tp_test::linear_desc(), tp::SingleDevice(), tp::TrainOptions());
+  EXPECT_EQ(queued.steps_per_epoch(), 6);
+  try {
+    tp::Trainer(tp::FeedInput(rows() | tp::data::batch(24)), tp_test::linear_desc(), tp::SingleDevice().accumulate(2), tp::TrainOptions());
+    ADD_FAILURE() << "a pass shorter than a step was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("one pass of the input (1 batches) is less than one step of 2 batches"), std::string::npos) << e.what();
+  }
 }
 
 // --- the default step ----------------------------------------------------------------------------

@@ -3,6 +3,11 @@
 // the input), the intra-op threads option, and the report of what the run uses.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <optional>
+#include <thread>
+
 #include <ATen/Parallel.h>
 
 #include "support.hpp"
@@ -198,11 +203,85 @@ TEST(RunEnvironment, SaysWhatTheRunComputesWith) {
   EXPECT_NE(said.find("precision bf16-mixed; memory format contiguous"), std::string::npos) << said;
   EXPECT_EQ(at::get_num_threads(), 1);
   try {
-    tp::TrainOptions().steps_per_epoch(1).intra_op_threads(-1).validate();
+    tp::TrainOptions().steps_per_epoch(1).intra_op_threads(-2).validate();
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("intra_op_threads must be >= 0"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("intra_op_threads must be >= -1"), std::string::npos);
   }
+}
+
+// --- intra-op threads by default ----------------------------------------------------------------
+
+TEST(IntraOpThreads, TheChoiceFollowsTheOptionTheEnvironmentAndTheCores) {
+  using tp::detail::choose_intra_op_threads;
+  EXPECT_EQ(choose_intra_op_threads(0, nullptr, 8, 1).threads, 8);       // the physical cores
+  EXPECT_EQ(choose_intra_op_threads(0, nullptr, 8, 4).threads, 2);       // shared by 4 local ranks
+  EXPECT_EQ(choose_intra_op_threads(0, nullptr, 2, 4).threads, 1);       // at least one
+  EXPECT_EQ(choose_intra_op_threads(0, "3", 8, 1).threads, 0);           // OMP_NUM_THREADS: LibTorch's
+  EXPECT_EQ(choose_intra_op_threads(0, "3", 8, 1).reason, "OMP_NUM_THREADS=3");
+  EXPECT_EQ(choose_intra_op_threads(0, "", 8, 1).threads, 8);            // set but empty: not set
+  EXPECT_EQ(choose_intra_op_threads(5, "3", 8, 1).threads, 5);           // the option wins
+  EXPECT_EQ(choose_intra_op_threads(-1, nullptr, 8, 1).threads, 0);      // left as it is
+  EXPECT_NE(choose_intra_op_threads(0, nullptr, 8, 4).reason.find("8 physical core(s) this process may run on, shared by 4 processes"),
+            std::string::npos);
+}
+
+TEST(IntraOpThreads, PhysicalCoresFollowTheAffinity) {
+  const int all = tp::detail::physical_cores_available();
+  EXPECT_GE(all, 1);
+  EXPECT_LE(all, static_cast<int>(std::thread::hardware_concurrency()));
+  int pinned = 0;
+  std::thread([&] {  // affinity is per thread: pin a thread of our own to one CPU
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    pinned = tp::detail::physical_cores_available();
+  }).join();
+  EXPECT_EQ(pinned, 1);
+}
+
+namespace {
+// Sets or unsets an environment variable for a scope.
+struct scoped_env {
+  std::string name;
+  std::optional<std::string> old;
+  scoped_env(std::string n, const char* value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) old = v;
+    if (value) ::setenv(name.c_str(), value, 1);
+    else ::unsetenv(name.c_str());
+  }
+  ~scoped_env() {
+    if (old) ::setenv(name.c_str(), old->c_str(), 1);
+    else ::unsetenv(name.c_str());
+  }
+};
+}  // namespace
+
+TEST(IntraOpThreads, TrainUsesThePhysicalCoresUnlessOmpNumThreadsIsSet) {
+  const int before = at::get_num_threads();
+  {
+    scoped_env omp("OMP_NUM_THREADS", nullptr), local("LOCAL_WORLD_SIZE", nullptr), world("WORLD_SIZE", nullptr);
+    at::set_num_threads(1);
+    std::ostringstream out;
+    auto trainer = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::fp32), tp::SingleDevice(),
+                               tp::TrainOptions().steps_per_epoch(1), tp::RunEnvironment(out));
+    trainer.train();
+    EXPECT_EQ(at::get_num_threads(), tp::detail::physical_cores_available());
+    EXPECT_NE(out.str().find(std::to_string(at::get_num_threads()) + " intra-op thread(s) (tp's default: the "), std::string::npos) << out.str();
+    EXPECT_EQ(out.str().find("hint"), std::string::npos) << out.str();
+  }
+  {
+    scoped_env omp("OMP_NUM_THREADS", "1"), local("LOCAL_WORLD_SIZE", nullptr), world("WORLD_SIZE", nullptr);
+    at::set_num_threads(1);
+    std::ostringstream out;
+    auto trainer = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_in(tp::precision::fp32), tp::SingleDevice(),
+                               tp::TrainOptions().steps_per_epoch(1), tp::RunEnvironment(out));
+    trainer.train();
+    EXPECT_EQ(at::get_num_threads(), 1);  // as OMP_NUM_THREADS says (LibTorch read it at start)
+    EXPECT_NE(out.str().find("1 intra-op thread(s) (OMP_NUM_THREADS=1)"), std::string::npos) << out.str();
+  }
+  at::set_num_threads(before);
 }
 
 // --- gradient accumulation -------------------------------------------------------------------

@@ -351,3 +351,44 @@ TEST(MultiProcessOptions, CompressionTakesHalfPrecisionTypesOnly) {
   if (TORCH_VERSION_MAJOR < 2) EXPECT_NE(bf16.find("LibTorch 1.x's Gloo cannot sum bf16"), std::string::npos) << bf16;
   else EXPECT_EQ(bf16, "(no error)");
 }
+
+// --- what every policy shares ------------------------------------------------------------------
+
+// A tower without an optimizer trains with a user step on every one-process policy: the replicas
+// hold no optimizer, so what goes through for_each_optimizer finds none.
+TEST(Policies, TowerWithoutOptimizerTrainsWithAUserStep) {
+  const auto check = [](auto distribution) {
+    tp::Trainer trainer(feed(8), tp::model_desc([] { return torch::nn::Linear(4, 1); }), std::move(distribution),
+                        tp::TrainOptions().steps_per_epoch(3).model_summary(false));
+    int optimizers = 0;
+    trainer.replicas().for_each_optimizer([&](auto&) { ++optimizers; });
+    EXPECT_EQ(optimizers, 0);
+    int steps = 0;
+    trainer.train([&](auto& t) {
+      (void)t.input().next_batch();
+      ++steps;
+    });
+    EXPECT_EQ(steps, 3);
+  };
+  check(tp::SingleDevice());
+  check(tp::Replicated<>::cpu(2));
+  check(tp::ParameterServer<>::cpu(2));
+  check(tp::Async::cpu(2));
+}
+
+// The update options: set whole or one at a time, checked where they are set, in the policy's name.
+TEST(Policies, ShareTheUpdateOptions) {
+  const auto options = tp::UpdateOptions().accumulate(3).bucket_bytes(1024).gradients(tp::GradientProcessing().record_norm());
+  auto replicated = tp::Replicated<>::cpu(2).update(options);
+  EXPECT_EQ(replicated.update().accumulate(), 3);
+  EXPECT_EQ(replicated.update().bucket_bytes(), 1024u);
+  EXPECT_TRUE(replicated.update().gradients().records_norm());
+  EXPECT_EQ(tp::SingleDevice().accumulate(2).update().accumulate(), 2);
+  const auto message = tp_test::error_message_of<std::invalid_argument>([] { tp::ParameterServer<>::cpu(2).bucket_bytes(0); });
+  EXPECT_TRUE(message.starts_with("tp::ParameterServer: bucket_bytes must be > 0")) << message;
+  EXPECT_THROW(tp::Async::cpu(1).update(tp::UpdateOptions().accumulate(0)), std::invalid_argument);
+  EXPECT_THROW(tp::UpdateOptions().bucket_bytes(0).validate(), std::invalid_argument);
+  auto kept = tp::Replicated<>::cpu(2).accumulate(3);
+  EXPECT_THROW(kept.accumulate(0), std::invalid_argument);
+  EXPECT_EQ(kept.update().accumulate(), 3);  // a rejected value leaves the policy as it was
+}

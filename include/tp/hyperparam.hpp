@@ -1,7 +1,7 @@
 #pragma once
 // Named hyperparameters: a name, and how to read and set the value on a trainer (tensorpack's
-// HyperParam). Setters (callbacks/hyperparam_setters.hpp) change them during training and put
-// their values as scalars.
+// HyperParam). Setters (callbacks/scheduled_hyperparam.hpp, warmup.hpp, reduce_on_plateau.hpp,
+// human_hyperparam.hpp) change them during training and put their values as scalars.
 //
 //   tp::learning_rate()     every parameter group of every optimizer (every tower's replica)
 //   tp::momentum()          SGD's, RMSprop's and LARS's momentum; beta1 of Adam, AdamW, NAdam,

@@ -130,4 +130,17 @@ std::int64_t optimizer_state_bytes(Optimizer& optimizer) {
   return counter.count;
 }
 
+// The line the trainer prints after the first step: the optimizers' state, in bytes (those that
+// cannot save themselves left out), or "" when there is none to report.
+template <class Replicas>
+std::string optimizer_summary(Replicas& replicas) {
+  std::int64_t count = 0, bytes = 0;
+  replicas.for_each_optimizer([&](auto& optimizer) {
+    if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
+  });
+  if (count == 0) return {};
+  return "tp: optimizer state after the first step: " + detail::human_bytes(static_cast<double>(bytes)) +
+         (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) + "\n";
+}
+
 }  // namespace tp

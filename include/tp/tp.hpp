@@ -2,6 +2,7 @@
 // The umbrella header, for users. The library's own headers include only what they use.
 #include <tp/batch.hpp>
 #include <tp/callbacks/callback_time_logger.hpp>
+#include <tp/callbacks/default_callbacks.hpp>
 #include <tp/callbacks/early_stopping.hpp>
 #include <tp/callbacks/filter_images.hpp>
 #include <tp/callbacks/gradient_norm.hpp>
@@ -21,6 +22,7 @@
 #include <tp/callbacks/warmup.hpp>
 #include <tp/callbacks/weight_ema.hpp>
 #include <tp/checkpoint.hpp>
+#include <tp/checkpoint_error.hpp>
 #include <tp/evaluate.hpp>
 #include <tp/hyperparam.hpp>
 #include <tp/inference_model.hpp>
@@ -39,6 +41,7 @@
 #include <tp/concepts/tower.hpp>
 #include <tp/data/dataflow.hpp>
 #include <tp/data/fashion_mnist.hpp>
+#include <tp/epoch_times.hpp>
 #include <tp/monitors/console.hpp>
 #include <tp/monitors/json.hpp>
 #include <tp/monitors/tensorboard.hpp>
@@ -65,3 +68,5 @@
 #include <tp/train_options.hpp>
 #include <tp/train_outcome.hpp>
 #include <tp/trainer.hpp>
+#include <tp/trainer/make_trainer.hpp>
+#include <tp/update_options.hpp>

@@ -9,13 +9,13 @@
 
 #include <torch/arg.h>
 
-#include <tp/detail/signals.hpp>
-
 namespace tp {
 
 struct TrainOptions {
   // Steps in one epoch. An epoch is only the period at which epoch callbacks fire; it need not
-  // be a pass over the data. Required.
+  // be a pass over the data. 0, the default: one pass of the input, for an input whose data
+  // knows its length (FeedInput or QueueInput over a sized dataflow), counted in the default
+  // step's batches (towers x micro-batches); the trainer says when it cannot tell.
   TORCH_ARG(std::int64_t, steps_per_epoch) = 0;
   // Epochs run are starting_epoch .. max_epoch, both included (tensorpack's convention).
   TORCH_ARG(int, starting_epoch) = 1;
@@ -32,8 +32,10 @@ struct TrainOptions {
   // process at once. The previous handlers are back when train() returns. Empty: tp leaves
   // every signal's handling as it is.
   TORCH_ARG(std::vector<int>, stop_signals) = {SIGINT, SIGTERM, SIGUSR1};
-  // LibTorch's intra-op threads for this process, set when train() starts (0, the default:
-  // leave LibTorch's choice, one per core or OMP_NUM_THREADS).
+  // LibTorch's intra-op threads for this process, set when train() starts. 0, the default: the
+  // physical cores this process may run on, shared among the run's processes on this machine,
+  // unless OMP_NUM_THREADS says otherwise (detail/intra_op_threads.hpp); -1: leave LibTorch's
+  // setting as the program left it.
   TORCH_ARG(int, intra_op_threads) = 0;
   // The model summary (tp/model_summary.hpp) when training starts, and the optimizers' state
   // size after the first step, printed by the chief (Lightning's enable_model_summary).
@@ -42,9 +44,9 @@ struct TrainOptions {
  public:
   // Throws std::invalid_argument saying what is wrong and how to set it right.
   void validate() const {
-    if (steps_per_epoch_ <= 0)
+    if (steps_per_epoch_ < 0)
       throw std::invalid_argument(
-          "tp::TrainOptions: steps_per_epoch must be > 0, got " + std::to_string(steps_per_epoch_) +
+          "tp::TrainOptions: steps_per_epoch must be > 0 (or 0: one pass of the input), got " + std::to_string(steps_per_epoch_) +
           "; set it with TrainOptions().steps_per_epoch(n) (an epoch is the period at which "
           "epoch callbacks fire, it need not be a pass over the data)");
     if (starting_epoch_ < 1)
@@ -59,10 +61,14 @@ struct TrainOptions {
     if (max_time_ < std::chrono::milliseconds::zero())
       throw std::invalid_argument("tp::TrainOptions: max_time must be >= 0 (0: no time budget), got " +
                                   std::to_string(max_time_.count()) + " ms");
-    detail::check_stop_signals(stop_signals_);
-    if (intra_op_threads_ < 0)
-      throw std::invalid_argument("tp::TrainOptions: intra_op_threads must be >= 0 (0: LibTorch's default), got " +
-                                  std::to_string(intra_op_threads_));
+    for (const int signal : stop_signals_)
+      if (signal <= 0 || signal >= NSIG || signal == SIGKILL || signal == SIGSTOP)
+        throw std::invalid_argument("tp::TrainOptions: stop_signals holds " + std::to_string(signal) +
+                                    ", which is not a signal a process can catch; give signals such as SIGINT, SIGTERM "
+                                    "and SIGUSR1, or an empty list to leave every signal's handling as it is");
+    if (intra_op_threads_ < -1)
+      throw std::invalid_argument("tp::TrainOptions: intra_op_threads must be >= -1 (0: tp's default, the physical cores; "
+                                  "-1: leave LibTorch's setting), got " + std::to_string(intra_op_threads_));
   }
 };
 

@@ -5,6 +5,7 @@ struct OneModel {
   struct Replicas {  // a main model, but no default step
     tp::model_t<Tower> model;
     tp::model_t<Tower>& main_model() { return model; }
+    void for_each_optimizer(auto&&) {}
   };
   template <class Tower>
   Replicas<Tower> build(Tower& tower) {

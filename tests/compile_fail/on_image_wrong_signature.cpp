@@ -1,5 +1,5 @@
 // EXPECT: tp rule \[callback_for: hook signature\]: the hook on_image
-// MAX_LINES: 12
+// MAX_LINES: 25
 #include "common.hpp"
 struct ImageSaver {
   void on_image(auto&, const torch::Tensor& image) { (void)image; }  // forgot the name

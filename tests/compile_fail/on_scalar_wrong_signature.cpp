@@ -1,5 +1,5 @@
 // EXPECT: tp rule \[callback_for: hook signature\]: the hook on_scalar
-// MAX_LINES: 12
+// MAX_LINES: 25
 #include "common.hpp"
 struct Printer {
   void on_scalar(auto&, double value) { (void)value; }  // forgot the name

@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <tp/detail/callback_clock.hpp>
+#include <tp/epoch_times.hpp>
 
 namespace tp {
 

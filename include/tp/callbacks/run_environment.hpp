@@ -5,13 +5,13 @@
 // intra-op threads, and the tower's precision and memory format.
 //
 //   tp: CPU AMD EPYC 9R14 (AVX2 AVX-512 AVX-512-BF16, no AMX); BLAS OpenBLAS 0.3.21 (Haswell
-//       kernels, OpenMP); 2 intra-op threads; precision bf16-mixed; memory format channels-last
+//       kernels, OpenMP); 2 intra-op thread(s) (tp's default: the 2 physical core(s) this
+//       process may run on); precision bf16-mixed; memory format channels-last
 //
-// It warns when the reference BLAS is in use (about 20 times slower than OpenBLAS), and when
-// bf16-mixed runs on a CPU without bf16 instructions (slower than fp32 there). When LibTorch
-// uses fewer intra-op threads than there are cores (Debian's LibTorch picks 1 on a 2-core
-// machine) and OMP_NUM_THREADS does not say so, it hints at intra_op_threads. tp does not
-// change the threads by itself: a program may have set them already.
+// It says who chose the threads (tp's default, OMP_NUM_THREADS or the option:
+// detail/intra_op_threads.hpp), and warns when the reference BLAS is in use (about 20 times
+// slower than OpenBLAS), and when bf16-mixed runs on a CPU without bf16 instructions (slower
+// than fp32 there).
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -29,6 +29,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
+#include <tp/detail/intra_op_threads.hpp>
 #include <tp/precision.hpp>
 
 namespace tp {
@@ -100,15 +101,12 @@ class RunEnvironment {
     line << (cpu.has_bf16() ? "bf16 in hardware" : "no bf16 instructions") << ")";
     // Debian's LibTorch calls the system BLAS (OpenBLAS once set up); PyTorch's own builds link MKL.
     const auto blas = at::hasMKL() ? std::string("MKL (in LibTorch)") : detail::describe_blas();
-    line << "; BLAS " << (blas.empty() ? "neither OpenBLAS nor MKL" : blas) << "; " << at::get_num_threads() << " intra-op thread(s) of " << std::thread::hardware_concurrency() << " cores; precision "
+    line << "; BLAS " << (blas.empty() ? "neither OpenBLAS nor MKL" : blas) << "; " << at::get_num_threads() << " intra-op thread(s) ("
+         << detail::choose_intra_op_threads(trainer.options().intra_op_threads()).reason << "); precision "
          << precision_name(precision) << "; memory format " << (channels_last ? "channels-last" : "contiguous") << "\n";
     if (blas.empty())
       line << "tp: warning: LibTorch calls neither OpenBLAS nor MKL; the reference BLAS is about 20 times slower (on "
               "Debian, install libopenblas0-openmp)\n";
-    if (const unsigned cores = std::thread::hardware_concurrency();
-        static_cast<unsigned>(at::get_num_threads()) < cores && !std::getenv("OMP_NUM_THREADS"))
-      line << "tp: hint: LibTorch uses " << at::get_num_threads() << " of " << cores << " cores; TrainOptions().intra_op_threads(" << cores
-           << ") is usually faster (the example's CNN: 1.6 times, with QueueInput's thread beside it)\n";
     if (precision == tp::precision::bf16_mixed && !cpu.has_bf16())
       line << "tp: warning: bf16-mixed on a CPU without bf16 instructions is slower than fp32\n";
     *out_ << line.str() << std::flush;

@@ -84,8 +84,7 @@ class Trigger : public detail::forward_hooks<Trigger<Inner, Schedule>, Inner> {
       if (!schedule_.due_at_step(trainer.global_step() + 1)) return;
     } else if constexpr (Schedule::gates_steps && std::is_same_v<Tag, detail::after_step_tag>) {
       if (!schedule_.due_at_step(trainer.global_step())) return;
-    } else if constexpr (!Schedule::gates_steps && (std::is_same_v<Tag, detail::before_epoch_tag> ||
-                                                    std::is_same_v<Tag, detail::after_epoch_tag>)) {
+    } else if constexpr (!Schedule::gates_steps && Tag::kind == detail::hook_kind::epoch) {
       if (!schedule_.due_at_epoch(trainer.epoch_num())) return;
     }
     Tag::call(inner_, trainer);
@@ -136,8 +135,7 @@ class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inne
 
   template <class Tag, class Trainer>
   void dispatch(Trainer& trainer) {
-    constexpr bool gated = !std::is_same_v<Tag, detail::setup_tag> && !std::is_same_v<Tag, detail::before_train_tag> &&
-                           !std::is_same_v<Tag, detail::on_interrupt_tag> && !std::is_same_v<Tag, detail::after_train_tag>;
+    constexpr bool gated = Tag::kind == detail::hook_kind::epoch || Tag::kind == detail::hook_kind::step;
     if constexpr (gated) {
       if (!predicate_(std::as_const(trainer))) return;
     }

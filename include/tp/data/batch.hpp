@@ -18,6 +18,8 @@
 #include <torch/data/example.h>
 #include <torch/types.h>
 
+#include <tp/data/length.hpp>
+
 namespace tp::data {
 
 // Stacks datapoints along a new first dimension: tensors, Examples, and tuples of them.
@@ -99,6 +101,12 @@ class batched_view : public ranges::view_base {
   iterator begin() { return iterator(this); }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
+  // Batches in one pass, when the source can tell its length (data/length.hpp).
+  std::optional<std::int64_t> items_per_pass() {
+    const auto items = data::items_per_pass(source_);
+    if (!items) return std::nullopt;
+    return remainder_ == remainder::keep ? (*items + size_ - 1) / size_ : *items / size_;
+  }
 
  private:
   Source source_;

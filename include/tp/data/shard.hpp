@@ -24,6 +24,8 @@
 #include <range/v3/range/primitives.hpp>
 #include <range/v3/range/traits.hpp>
 
+#include <tp/data/length.hpp>
+
 namespace tp::data {
 
 template <class Source>
@@ -74,6 +76,14 @@ class sharded_view : public ranges::view_base {
   Source& base() noexcept { return source_; }
   int rank() const noexcept { return rank_; }
   int world_size() const noexcept { return world_size_; }
+  // This rank's items in one pass, when the source can tell its length (data/length.hpp): as
+  // begin() takes them (a sized source in equal shares, the rest dropped).
+  std::optional<std::int64_t> items_per_pass() {
+    const auto items = data::items_per_pass(source_);
+    if (!items) return std::nullopt;
+    if constexpr (ranges::sized_range<Source>) return *items / world_size_;
+    else return *items > rank_ ? (*items - rank_ + world_size_ - 1) / world_size_ : 0;
+  }
 
  private:
   Source source_;

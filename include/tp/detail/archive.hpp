@@ -16,14 +16,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-namespace tp {
-
-// A checkpoint that cannot be read, or does not fit the trainer that reads it.
-struct checkpoint_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-}  // namespace tp
+#include <tp/checkpoint_error.hpp>
 
 namespace tp::detail {
 
@@ -120,8 +113,12 @@ using named_tensors = std::vector<std::pair<std::string, torch::Tensor>>;
 inline void save_named(OutputArchive& archive, const named_tensors& tensors) {
   std::string names;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    names += tensors[i].first + '\n';
-    archive.write("t" + std::to_string(i), tensors[i].second.detach(), /*is_buffer=*/true);
+    names += tensors[i].first;
+    names += '\n';
+    // (Appended, not "t" + ...: g++ 12 warns about that concatenation, wrongly, at -O2.)
+    std::string key = "t";
+    key += std::to_string(i);
+    archive.write(key, tensors[i].second.detach(), /*is_buffer=*/true);
   }
   archive.write("names", c10::IValue(names));
 }

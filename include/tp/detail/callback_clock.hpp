@@ -1,28 +1,17 @@
 #pragma once
-// How long each callback's hooks took over an epoch, for callbacks with an on_epoch_times hook
-// (tp::CallbackTimeLogger, tensorpack's CallbackTimeLogger). The trainer keeps a clock only when
-// some callback has that hook: otherwise no hook call is timed.
+// The clock behind tp::epoch_times: how long each callback's hooks took over an epoch. The
+// trainer keeps one only when some callback has an on_epoch_times hook: otherwise no hook call
+// is timed.
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
 
-namespace tp {
+#include <tp/epoch_times.hpp>
 
-struct callback_time {
-  std::string name;  // the callback's type
-  double seconds = 0;
-};
-// An epoch's time, from before its first before_epoch hook to after its last after_epoch hook,
-// and each callback's share of it, in the order the callbacks were given.
-struct epoch_times {
-  int epoch = 0;
-  double seconds = 0;
-  std::vector<callback_time> callbacks;
-};
+namespace tp::detail {
 
-namespace detail {
 
 template <std::size_t N>
 class callback_clock {
@@ -55,5 +44,4 @@ class callback_clock {
 // What the trainer holds when no callback wants the times.
 struct no_callback_clock {};
 
-}  // namespace detail
-}  // namespace tp
+}  // namespace tp::detail

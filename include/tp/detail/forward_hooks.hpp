@@ -1,67 +1,42 @@
 #pragma once
 // forward_hooks<Self, Inner>: gives a wrapper callback (a trigger, say) exactly the hooks its
-// inner callback declares, each forwarded to Self::dispatch<Tag>(trainer). A wrapper that
+// inner callback declares, made from the hook table (concepts/hooks.hpp). A wrapper that
 // declared every hook would be seen as having hooks the inner lacks, and a wrapper that
-// declared none would be seen as no callback at all. A checkpointed state (save_state and
-// load_state) passes through the same way.
-#include <string_view>
+// declared none would be seen as no callback at all. The loop's hooks (train, epoch and step
+// kinds) go to Self::dispatch<Tag>(trainer), where the wrapper decides; value hooks go straight
+// to Self::inner(). A checkpointed state (save_state, load_state, state_key) passes through.
+#include <string>
 
 #include <tp/concepts/callback.hpp>
-#include <tp/detail/hook_dispatch.hpp>
+#include <tp/concepts/hooks.hpp>
+#include <tp/detail/state_key.hpp>
 
 namespace tp::detail {
 
-#define TP_DETAIL_FORWARD_HOOK(hook)                                      \
-  template <class Self, bool present>                                     \
-  struct forward_##hook {};                                               \
-  template <class Self>                                                   \
-  struct forward_##hook<Self, true> {                                     \
-    template <class Trainer>                                              \
-    void hook(Trainer& trainer) {                                         \
-      static_cast<Self&>(*this).template dispatch<hook##_tag>(trainer);   \
-    }                                                                     \
+template <class Tag, class Self, class Trainer, class... Args>
+void forward_hook(Self& self, Trainer& trainer, Args&&... args) {
+  if constexpr (Tag::kind == hook_kind::value) Tag::call(self.inner(), trainer, std::forward<Args>(args)...);
+  else self.template dispatch<Tag>(trainer);
+}
+
+// forward_HOOK<Self, present>: the hook with the table's parameters, when `present`.
+#define TP_DETAIL_FORWARD_HOOK(hook, ...)                                      \
+  template <class Self, bool present, class Args = hook##_tag::args>           \
+  struct forward_##hook {};                                                    \
+  template <class Self, class... Args>                                         \
+  struct forward_##hook<Self, true, hook_args<Args...>> {                      \
+    template <class Trainer>                                                   \
+    void hook(Trainer& trainer, Args... args) {                                \
+      forward_hook<hook##_tag>(static_cast<Self&>(*this), trainer, args...);   \
+    }                                                                          \
   };
-TP_DETAIL_FORWARD_HOOK(setup)
-TP_DETAIL_FORWARD_HOOK(before_train)
-TP_DETAIL_FORWARD_HOOK(before_epoch)
-TP_DETAIL_FORWARD_HOOK(before_step)
-TP_DETAIL_FORWARD_HOOK(after_step)
-TP_DETAIL_FORWARD_HOOK(after_epoch)
-TP_DETAIL_FORWARD_HOOK(on_interrupt)
-TP_DETAIL_FORWARD_HOOK(after_train)
+TP_HOOK_TABLE(TP_DETAIL_FORWARD_HOOK)
 #undef TP_DETAIL_FORWARD_HOOK
 
-// The hooks that take more than the trainer pass straight to the inner callback.
-#define TP_DETAIL_FORWARD_TO_INNER(hook, Value)                                   \
-  template <class Self, bool present>                                           \
-  struct forward_##hook {};                                                     \
-  template <class Self>                                                         \
-  struct forward_##hook<Self, true> {                                           \
-    template <class Trainer>                                                    \
-    void hook(Trainer& trainer, std::string_view name, Value value) {           \
-      static_cast<Self&>(*this).inner().hook(trainer, name, value);             \
-    }                                                                           \
-  };
-TP_DETAIL_FORWARD_TO_INNER(on_scalar, double)
-TP_DETAIL_FORWARD_TO_INNER(on_histogram, const torch::Tensor&)
-TP_DETAIL_FORWARD_TO_INNER(on_image, const torch::Tensor&)
-TP_DETAIL_FORWARD_TO_INNER(on_text, std::string_view)
-#undef TP_DETAIL_FORWARD_TO_INNER
-
-template <class Self, bool present>
-struct forward_on_epoch_times {};
-template <class Self>
-struct forward_on_epoch_times<Self, true> {
-  template <class Trainer>
-  void on_epoch_times(Trainer& trainer, const epoch_times& times) {
-    static_cast<Self&>(*this).inner().on_epoch_times(trainer, times);
-  }
-};
-
-template <class Self, bool present>
+template <class Self, class Inner, bool present = names_save_state<Inner>>
 struct forward_state {};
-template <class Self>
-struct forward_state<Self, true> {
+template <class Self, class Inner>
+struct forward_state<Self, Inner, true> {
   template <class Trainer, class Archive>
   void save_state(Trainer& trainer, Archive& archive) {
     static_cast<Self&>(*this).inner().save_state(trainer, archive);
@@ -70,26 +45,20 @@ struct forward_state<Self, true> {
   void load_state(Trainer& trainer, Archive& archive) {
     static_cast<Self&>(*this).inner().load_state(trainer, archive);
   }
+  // The inner callback's key: wrapping a callback does not change where its state is kept.
+  std::string state_key() const { return callback_state_key(static_cast<const Self&>(*this).inner()); }
 };
 
-template <class Self, class Inner>
-struct forward_hooks : forward_state<Self, names_save_state<Inner>>,
-                       forward_setup<Self, names_setup<Inner>>,
-                       forward_before_train<Self, names_before_train<Inner>>,
-                       forward_before_epoch<Self, names_before_epoch<Inner>>,
-                       forward_before_step<Self, names_before_step<Inner>>,
-                       forward_after_step<Self, names_after_step<Inner>>,
-                       forward_after_epoch<Self, names_after_epoch<Inner>>,
-                       forward_on_interrupt<Self, names_on_interrupt<Inner>>,
-                       forward_after_train<Self, names_after_train<Inner>>,
-                       forward_on_scalar<Self, names_on_scalar<Inner>>,
-                       forward_on_histogram<Self, names_on_histogram<Inner>>,
-                       forward_on_image<Self, names_on_image<Inner>>,
-                       forward_on_text<Self, names_on_text<Inner>>,
-                       forward_on_epoch_times<Self, names_on_epoch_times<Inner>> {
-  // A wrapper is what its inner callback is: chief-only, a checkpoint writer.
+// A wrapper is what its inner callback is: chief-only, a checkpoint writer.
+template <class Inner>
+struct forwarded_traits {
   static constexpr bool chief_only = chief_only_callback<Inner>;
   static constexpr bool writes_checkpoint = checkpoint_writer<Inner>;
 };
+
+#define TP_DETAIL_FORWARD_BASE(hook, ...) forward_##hook<Self, names_##hook<Inner>>,
+template <class Self, class Inner>
+struct forward_hooks : forward_state<Self, Inner>, TP_HOOK_TABLE(TP_DETAIL_FORWARD_BASE) forwarded_traits<Inner> {};
+#undef TP_DETAIL_FORWARD_BASE
 
 }  // namespace tp::detail

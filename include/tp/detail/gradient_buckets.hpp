@@ -3,6 +3,7 @@
 // a model of many small tensors costs a few large operations (as DDP and Horovod fuse them).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <torch/types.h>
@@ -56,6 +57,18 @@ inline void unflatten_gradients(const bucket& b, const torch::Tensor& flat, std:
     if (p.grad().defined()) p.mutable_grad().copy_(part);
     else p.mutable_grad() = part.clone();
   }
+}
+
+// "conv1.weight, conv1.bias, ..." for messages about a bucket, one text a bucket.
+inline std::vector<std::string> bucket_names(const std::vector<bucket>& buckets, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& b : buckets) {
+    std::string text = b.parameters.size() == 1 ? "" : "one of ";
+    for (std::size_t k = 0; k < b.parameters.size() && k < 4; ++k) text += (k ? ", " : "") + names[b.parameters[k]];
+    if (b.parameters.size() > 4) text += ", ...";
+    out.push_back(text);
+  }
+  return out;
 }
 
 }  // namespace tp::detail

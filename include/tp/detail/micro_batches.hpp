@@ -1,26 +1,15 @@
 #pragma once
-// Gradient accumulation: one optimizer step over k micro-batches (DESIGN.md: a property of the
-// update, so the distribution policies hold it). Each micro-batch's cost is divided by k before
-// its backward, so the accumulated gradient is the mean over the k micro-batches: for equal
-// micro-batches of b examples and a mean loss, the gradient of one batch of k·b. global_step
-// counts optimizer steps, as Lightning's does; a step is never cut between micro-batches, so a
-// checkpoint (or a stop signal) never falls inside an accumulation.
-#include <stdexcept>
-#include <string>
-
+// Gradient accumulation: one optimizer step over k micro-batches (docs/DESIGN.md, "Distribution policies and the update": a property of the
+// update, so it is one of the UpdateOptions every distribution policy holds). Each micro-batch's
+// cost is divided by k before its backward, so the accumulated gradient is the mean over the k
+// micro-batches: for equal micro-batches of b examples and a mean loss, the gradient of one
+// batch of k·b. global_step counts optimizer steps, as Lightning's does; a step is never cut
+// between micro-batches, so a checkpoint (or a stop signal) never falls inside an accumulation.
 #include <torch/types.h>
 
 #include <tp/detail/phase_marker.hpp>
 
 namespace tp::detail {
-
-// Checks a policy's accumulate(k).
-inline int micro_batches(int k, const char* policy) {
-  if (k < 1)
-    throw std::invalid_argument(std::string("tp::") + policy + ": accumulate must be >= 1 micro-batch per optimizer step, got " +
-                                std::to_string(k));
-  return k;
-}
 
 // Runs k micro-steps and the backward of each; micro_step(last) returns a micro-batch's cost
 // (`last`: the final micro-batch, after whose backward the gradients are complete). Each

@@ -13,43 +13,19 @@
 // it). Define TP_NO_PHASE_MARKERS to compile them out.
 #include <optional>
 #include <string>
-#include <string_view>
 #include <typeinfo>
 
 #include <ATen/ThreadLocalState.h>
 #include <ATen/record_function.h>
-#include <c10/util/Type.h>
+
+#include <tp/detail/type_name.hpp>
 
 namespace tp::detail {
-
-// A type's name for people: demangled, without tp:: and anonymous-namespace qualifiers, and
-// with template arguments nested in template arguments shown as <...> (all of them, if the
-// name is still long): InferenceRunner<...>, Trigger<ModelSaver, schedule::every_n_epochs>.
-inline std::string collapse_template_arguments(const std::string& name, int keep_depth) {
-  std::string out;
-  int depth = 0;
-  for (const char c : name) {
-    if (c == '<' && depth++ == keep_depth) out += "<...";
-    if (c == '>' && --depth == keep_depth) {
-      out += '>';
-      continue;
-    }
-    if (depth <= keep_depth) out += c;
-  }
-  return out;
-}
-inline std::string readable_type_name(const std::type_info& type) {
-  std::string name = c10::demangle(type.name());
-  for (const std::string_view noise : {"(anonymous namespace)::", "tp::"})
-    for (auto at = name.find(noise); at != std::string::npos; at = name.find(noise)) name.erase(at, noise.size());
-  name = collapse_template_arguments(name, 1);
-  return name.size() <= 60 ? name : collapse_template_arguments(name, 0);
-}
 
 // The marker of callback C's hook: made once per callback type and hook.
 template <class C, class Tag>
 const std::string& callback_phase_name() {
-  static const std::string name = "tp::callback/" + readable_type_name(typeid(C)) + "." + Tag::name;
+  static const std::string name = "tp::callback/" + readable_type_name(typeid(C)) + "." + std::string(Tag::name);
   return name;
 }
 

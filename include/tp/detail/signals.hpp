@@ -76,12 +76,4 @@ class signal_scope {
 };
 
 // Checks a list of signals that may stop training: each must be a signal a process can catch.
-inline void check_stop_signals(const std::vector<int>& signals) {
-  for (const int signal : signals)
-    if (signal <= 0 || signal >= NSIG || signal == SIGKILL || signal == SIGSTOP)
-      throw std::invalid_argument("tp::TrainOptions: stop_signals holds " + std::to_string(signal) +
-                                  ", which is not a signal a process can catch; give signals such as SIGINT, SIGTERM "
-                                  "and SIGUSR1, or an empty list to leave every signal's handling as it is");
-}
-
 }  // namespace tp::detail

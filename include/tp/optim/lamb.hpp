@@ -26,7 +26,7 @@
 #include <torch/serialize/archive.h>
 
 #include <tp/optim/checks.hpp>
-#include <tp/optim/lars.hpp>
+#include <tp/optim/trust_ratio.hpp>
 
 namespace tp::optim {
 

@@ -23,6 +23,7 @@
 #include <torch/serialize/archive.h>
 
 #include <tp/optim/checks.hpp>
+#include <tp/optim/trust_ratio.hpp>
 
 namespace tp::optim {
 
@@ -63,13 +64,6 @@ struct LARSParamState : torch::optim::OptimizerCloneableParamState<LARSParamStat
   void serialize(torch::serialize::InputArchive& archive) override { _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(torch::Tensor, momentum_buffer); }
   void serialize(torch::serialize::OutputArchive& archive) const override { _TORCH_OPTIM_SERIALIZE_TORCH_ARG(momentum_buffer); }
 };
-
-namespace detail {
-// ratio where both norms are > 0, 1 elsewhere; a 0-dim tensor, so no device sync.
-inline torch::Tensor trust_ratio(const torch::Tensor& weight_norm, const torch::Tensor& other_norm, const torch::Tensor& ratio) {
-  return torch::where((weight_norm > 0).logical_and(other_norm > 0), ratio, torch::ones_like(ratio));
-}
-}  // namespace detail
 
 class LARS : public detail::serializable_optimizer<LARSParamState, LARSOptions> {
  public:

@@ -8,73 +8,45 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <optional>
-#include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/types.h>
 
 #include <tp/concepts/tower.hpp>
+#include <tp/policies/distribution/policy_base.hpp>
 #include <tp/detail/run_tower.hpp>
-#include <tp/detail/tower_set.hpp>
-#include <tp/gradient_processing.hpp>
+#include <tp/policies/distribution/tower_replicas.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>
-#include <tp/policies/distribution/replicated.hpp>
 
 namespace tp {
 
-class Async {
+class Async : public detail::policy_base<Async> {
  public:
-  explicit Async(std::vector<torch::Device> towers) : devices_(detail::check_devices(std::move(towers), "Async")) {
+  static constexpr const char* policy_name = "Async";
+
+  explicit Async(std::vector<torch::Device> towers) : devices_(detail::check_devices(std::move(towers), policy_name)) {
     InProcess::check_devices(devices_);  // CPU towers: the shared weights live on the CPU
   }
   static Async cpu(int towers) {
-    return Async(detail::cpu_devices(towers, "Async"));
+    return Async(detail::cpu_devices(towers, policy_name));
   }
   Async& scale_gradient(bool scale) {
     scale_ = scale;
     return *this;
   }
-  // Gradient accumulation: each tower accumulates k micro-batches before its update
-  // (detail/micro_batches.hpp).
-  Async& accumulate(int k) {
-    micro_batches_ = detail::micro_batches(k, "Async");
-    return *this;
-  }
-  Async& gradients(GradientProcessing processing) {
-    processing_ = std::move(processing);
-    return *this;
-  }
 
+  // The towers' models, the shared model and its optimizer (none for a tower without one), and
+  // the default step.
   template <class Tower>
-  class Replica {
+  class Replicas : public detail::shared_model_replicas<Tower> {
    public:
-    using model_type = model_t<Tower>;
-
-    Replica(Tower& tower, const Async& options)
-        : scale_(options.scale_),
-          micro_batches_(options.micro_batches_),
-          processing_(options.processing_),
-          towers_(tower, options.devices_),
-          shared_(tower.make_model()),
-          scaler_(detail::loss_scaler_of(tower)) {
-      detail::copy_state(shared_, towers_.model(0));
-      optimizer_.emplace(tower.make_optimizer(shared_));
-      shared_parameters_ = (*shared_).parameters();
-      names_ = detail::parameter_names(shared_);
+    Replicas(Tower& tower, const Async& options)
+        : detail::shared_model_replicas<Tower>(tower, options.devices_, options.update()), scale_(options.scale_) {
+      this->names_ = detail::parameter_names(this->shared_);
     }
 
-    model_type& main_model() { return shared_; }
-    const GradientProcessing& gradient_processing() const noexcept { return processing_; }
-    auto& optimizer() { return *optimizer_; }
-    template <class F>
-    void for_each_optimizer(F&& f) {
-      f(*optimizer_);
-    }
-    int towers() const noexcept { return towers_.size(); }
     // Updates applied to the shared weights so far.
     std::int64_t updates() const {
       std::lock_guard lock(mutex_);
@@ -82,27 +54,31 @@ class Async {
     }
 
     template <class Input>
+      requires detail::steps_on<Tower, Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const auto batches = towers_.pull_micro_batches(input, micro_batches_);
-      std::vector<torch::Tensor> costs(static_cast<std::size_t>(towers_.size()));
-      const double scale = scale_ ? 1.0 / towers_.size() : 1.0;
-      towers_.threads().run([&](int i) {
-        auto& params = towers_.parameters(i);
+      auto& towers = this->towers_;
+      auto& shared_parameters = this->shared_parameters_;
+      const auto batches = towers.pull_micro_batches(input, this->micro_batches());
+      std::vector<torch::Tensor> costs(static_cast<std::size_t>(towers.size()));
+      const double scale = scale_ ? 1.0 / towers.size() : 1.0;
+      towers.threads().run([&](int i) {
+        auto& params = towers.parameters(i);
         double loss_scale = 1.0;
         {
           std::lock_guard lock(mutex_);  // start from the shared weights (and loss scale) as they are now
           torch::NoGradGuard no_grad;
-          for (std::size_t k = 0; k < params.size(); ++k) params[k].copy_(shared_parameters_[k]);
-          loss_scale = detail::loss_scale(scaler_);
+          for (std::size_t k = 0; k < params.size(); ++k) params[k].copy_(shared_parameters[k]);
+          loss_scale = detail::loss_scale(this->scaler_);
         }
-        costs[static_cast<std::size_t>(i)] = towers_.forward_backward(tower, i, batches, loss_scale);
+        costs[static_cast<std::size_t>(i)] = towers.forward_backward(tower, i, batches, loss_scale);
         std::vector<torch::Tensor> gradients;
         for (auto& p : params) gradients.push_back(p.grad().defined() ? p.grad().mul(scale) : torch::zeros_like(p));
         std::lock_guard lock(mutex_);  // one update at a time: none is lost
-        if (!detail::ready_for_update(scaler_, loss_scale, processing_, gradients, names_)) return;
-        for (std::size_t k = 0; k < params.size(); ++k) shared_parameters_[k].mutable_grad() = gradients[k].to(shared_parameters_[k].device());
+        if (!this->ready_for_update(gradients, loss_scale)) return;
+        for (std::size_t k = 0; k < params.size(); ++k)
+          shared_parameters[k].mutable_grad() = gradients[k].to(shared_parameters[k].device());
         TP_PHASE("tp::optimizer_step");
-        optimizer_->step();
+        this->optimizer().step();
         ++updates_;
       });
       return costs[0];
@@ -110,28 +86,15 @@ class Async {
 
    private:
     bool scale_;
-    int micro_batches_;
-    GradientProcessing processing_;
-    detail::tower_set<Tower> towers_;
-    model_type shared_;
-    std::optional<optimizer_t<Tower>> optimizer_;
-    std::vector<torch::Tensor> shared_parameters_;
-    std::vector<std::string> names_;
-    LossScaler* scaler_;  // the tower policy's (or none); read and updated under mutex_
-    mutable std::mutex mutex_;
+    mutable std::mutex mutex_;  // guards the shared weights, the loss scaler and updates_
     std::int64_t updates_ = 0;
   };
-
   template <class Tower>
-  Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, *this);
-  }
+  using Replica = Replicas<Tower>;  // the old name
 
  private:
   std::vector<torch::Device> devices_;
   bool scale_ = true;
-  int micro_batches_ = 1;
-  GradientProcessing processing_;
 };
 
 }  // namespace tp

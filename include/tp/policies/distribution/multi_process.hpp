@@ -1,5 +1,5 @@
 #pragma once
-// MultiProcess<Backend>: one process per device, Horovod style (DESIGN.md). Every process runs
+// MultiProcess<Backend>: one process per device, Horovod style (docs/DESIGN.md, "Many processes"). Every process runs
 // the same program and trains its own replica on its own batches (shard the dataflow with
 // tp::data::shard); their gradients are averaged by all-reduce, so every replica makes the same
 // update. Backend: tp::backend::Gloo (CPU, c10d ProcessGroupGloo) or, with CUDA, NCCL.
@@ -26,7 +26,6 @@
 #include <cstring>
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -44,18 +43,21 @@
 #include <tp/detail/archive.hpp>
 #include <tp/detail/micro_batches.hpp>
 #include <tp/detail/overlapping_reducer.hpp>
+#include <tp/policies/distribution/policy_base.hpp>
+#include <tp/policies/distribution/replicas_base.hpp>
 #include <tp/detail/run_tower.hpp>
 #include <tp/distributed/environment.hpp>
 #include <tp/distributed/rendezvous.hpp>
-#include <tp/gradient_processing.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp {
 
 template <class Backend>
-class MultiProcess {
+class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGradients=*/true> {
  public:
+  static constexpr const char* policy_name = "MultiProcess";
+
   // The process's place from the environment (or given, e.g. by a test).
   explicit MultiProcess(process_environment environment = read_process_environment()) : environment_(std::move(environment)) {}
 
@@ -63,12 +65,6 @@ class MultiProcess {
   MultiProcess& timeout(std::chrono::milliseconds t) {
     if (t.count() <= 0) throw std::invalid_argument("tp::MultiProcess: the timeout must be > 0");
     timeout_ = t;
-    return *this;
-  }
-  // Largest bucket of fused gradients (default 25 MB).
-  MultiProcess& bucket_bytes(std::size_t bytes) {
-    if (bytes == 0) throw std::invalid_argument("tp::MultiProcess: bucket_bytes must be > 0");
-    bucket_bytes_ = bytes;
     return *this;
   }
   // All-reduce buckets while backward runs (default) or only after it (for comparison).
@@ -90,40 +86,32 @@ class MultiProcess {
     wire_ = wire;
     return *this;
   }
-  MultiProcess& gradients(GradientProcessing processing) {
-    processing_ = std::move(processing);
-    return *this;
-  }
-  // Gradient accumulation: k micro-batches per optimizer step, one all-reduce of the
-  // accumulated gradients (after the last micro-batch's backward; none before it).
-  MultiProcess& accumulate(int k) {
-    micro_batches_ = detail::micro_batches(k, "MultiProcess");
-    return *this;
-  }
   const process_environment& environment() const noexcept { return environment_; }
 
+  // This process's model and optimizer (none for a tower without one), the process group, and
+  // the default step. With gradient accumulation, one all-reduce of the accumulated gradients a
+  // step (after the last micro-batch's backward; none before it).
   template <class Tower>
-  class Replica {
+  class Replicas : public detail::replicas_base<Tower> {
    public:
     using model_type = model_t<Tower>;
 
-    Replica(Tower& tower, const MultiProcess& options)
-        : env_(options.environment_),
+    Replicas(Tower& tower, const MultiProcess& options)
+        : detail::replicas_base<Tower>(tower, options.update()),
+          env_(options.environment_),
           timeout_(options.timeout_),
           device_(Backend::device(env_)),
-          processing_(options.processing_),
-          micro_batches_(options.micro_batches_),
           model_((connect(), tower.make_model())) {
       (*model_).to(device_);
       (*model_).train();
-      optimizer_.emplace(tower.make_optimizer(model_));
-      scaler_ = detail::loss_scaler_of(tower);
-      if (processing_.active()) names_ = detail::parameter_names(model_);
-      reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, options.bucket_bytes_, options.overlap_, options.wire_);
+      this->add_optimizer(tower, model_);
+      if (this->update_.gradients().active()) this->names_ = detail::parameter_names(model_);
+      reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, this->update_.bucket_bytes(),
+                                                               options.overlap_, options.wire_);
       reducer_->hook();
     }
-    Replica(Replica&&) noexcept = default;
-    ~Replica() {
+    Replicas(Replicas&&) noexcept = default;
+    ~Replicas() {
       // After a failed collective a dead peer's sockets may never close cleanly: let the
       // process's exit reclaim them rather than wait in the group's destructor.
       if (broken_) {
@@ -133,12 +121,6 @@ class MultiProcess {
     }
 
     model_type& main_model() noexcept { return model_; }
-    auto& optimizer() { return *optimizer_; }
-    template <class F>
-    void for_each_optimizer(F&& f) {
-      f(*optimizer_);
-    }
-    const GradientProcessing& gradient_processing() const noexcept { return processing_; }
     bool is_chief() const noexcept { return env_.rank == 0; }
     int rank() const noexcept { return env_.rank; }
     int world_size() const noexcept { return env_.world_size; }
@@ -155,40 +137,21 @@ class MultiProcess {
       std::vector<torch::Tensor> tensors;
       for (auto& [name, t] : detail::module_tensors(*model_)) tensors.push_back(t);
       for (auto& t : tensors) broadcast(t, "the broadcast of rank 0's weights");
-      std::string bytes;
-      if (env_.rank == 0) {
-        torch::serialize::OutputArchive archive;
-        optimizer_->save(archive);
-        std::ostringstream out;
-        archive.save_to(out);
-        bytes = out.str();
-      }
-      // Through the backend's device (NCCL moves only GPU tensors).
-      auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())}).to(device_);
-      broadcast(size, "the broadcast of rank 0's optimizer state");
-      auto data = torch::empty({size.item<std::int64_t>()}, torch::kUInt8);
-      if (env_.rank == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
-      data = data.to(device_);
-      broadcast(data, "the broadcast of rank 0's optimizer state");
-      data = data.cpu();
-      if (env_.rank != 0) {
-        torch::serialize::InputArchive archive;
-        archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(data.numel()));
-        optimizer_->load(archive);
-      }
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) broadcast_optimizer(this->optimizer());
     }
 
     template <class Input>
-      requires trainable_tower<Tower, std::remove_cvref_t<decltype(std::declval<Input&>().next_batch())>>
+      requires detail::steps_on<Tower, Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
       const TowerContext ctx{.is_training = true, .index = env_.rank, .device = device_, .is_main = env_.rank == 0};
       reducer_->begin();  // zeroes the gradients (views into the buckets: no optimizer zero_grad)
+      const double scale = detail::loss_scale(this->scaler_);
       const auto launched_before = reducer_->launched();
       torch::Tensor cost;
       try {
         // The buckets' all-reduces start from the gradient hooks of the last micro-batch's
         // backward: the earlier ones only accumulate.
-        cost = detail::over_micro_batches(micro_batches_, detail::loss_scale(scaler_), [&](bool last) {
+        cost = detail::over_micro_batches(this->micro_batches(), scale, [&](bool last) {
           const auto batch = detail::next_batch_on(input, device_);
           auto micro_cost = detail::run_tower(tower, ctx, model_, batch);
           if (last) early_all_reduces_ += reducer_->launched() - launched_before;
@@ -205,9 +168,9 @@ class MultiProcess {
       ++steps_;
       // The reduced gradients are the same on every rank, so the loss scaler's inf check and
       // gradient processing take the same decision everywhere.
-      if ((scaler_ || processing_.active()) && !process_gradients()) return cost;
+      if (!this->process_gradients(model_, scale)) return cost;
       TP_PHASE("tp::optimizer_step");
-      optimizer_->step();
+      this->optimizer().step();
       return cost;
     }
 
@@ -255,6 +218,32 @@ class MultiProcess {
       }
     }
 
+    // Rank 0's optimizer state, serialized, to every rank.
+    template <class Optimizer>
+    void broadcast_optimizer(Optimizer& optimizer) {
+      std::string bytes;
+      if (env_.rank == 0) {
+        torch::serialize::OutputArchive archive;
+        optimizer.save(archive);
+        std::ostringstream out;
+        archive.save_to(out);
+        bytes = out.str();
+      }
+      // Through the backend's device (NCCL moves only GPU tensors).
+      auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())}).to(device_);
+      broadcast(size, "the broadcast of rank 0's optimizer state");
+      auto data = torch::empty({size.item<std::int64_t>()}, torch::kUInt8);
+      if (env_.rank == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+      data = data.to(device_);
+      broadcast(data, "the broadcast of rank 0's optimizer state");
+      data = data.cpu();
+      if (env_.rank != 0) {
+        torch::serialize::InputArchive archive;
+        archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(data.numel()));
+        optimizer.load(archive);
+      }
+    }
+
     void broadcast(torch::Tensor& t, const std::string& what) {
       std::vector<torch::Tensor> one{t};
       run(group_->broadcast(one), what);
@@ -265,12 +254,6 @@ class MultiProcess {
       } catch (const std::exception& e) {
         fail(what, e);
       }
-    }
-
-    bool process_gradients() {
-      std::vector<torch::Tensor> gradients;
-      for (auto& p : (*model_).parameters()) gradients.push_back(p.grad());
-      return detail::ready_for_update(scaler_, detail::loss_scale(scaler_), processing_, gradients, names_);
     }
 
     // A collective failed: find which ranks are gone, and say so.
@@ -315,14 +298,9 @@ class MultiProcess {
     process_environment env_;
     std::chrono::milliseconds timeout_;
     torch::Device device_;
-    GradientProcessing processing_;
-    int micro_batches_;
     c10::intrusive_ptr<c10d::Store> store_;
     c10::intrusive_ptr<detail::collective_group> group_;
     model_type model_;
-    std::optional<optimizer_t<Tower>> optimizer_;
-    std::vector<std::string> names_;
-    LossScaler* scaler_ = nullptr;  // the tower policy's, which outlives the replica
     std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
     std::int64_t steps_ = 0;
     std::int64_t early_all_reduces_ = 0;
@@ -330,18 +308,13 @@ class MultiProcess {
   };
 
   template <class Tower>
-  Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, *this);
-  }
+  using Replica = Replicas<Tower>;  // the old name
 
  private:
   process_environment environment_;
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
-  std::size_t bucket_bytes_ = 25u << 20;
   bool overlap_ = true;
   torch::Dtype wire_ = torch::kFloat;
-  int micro_batches_ = 1;
-  GradientProcessing processing_;
 };
 
 }  // namespace tp

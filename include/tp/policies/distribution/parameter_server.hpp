@@ -8,8 +8,6 @@
 // main_model() is the parameter server's copy, so that what callbacks evaluate and savers save
 // is the authoritative model; its buffers (batch-norm statistics) follow tower 0's.
 #include <cstddef>
-#include <cstdint>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -20,11 +18,11 @@
 
 #include <tp/concepts/tower.hpp>
 #include <tp/detail/gradient_buckets.hpp>
-#include <tp/detail/tower_set.hpp>
-#include <tp/gradient_processing.hpp>
+#include <tp/policies/distribution/policy_base.hpp>
+#include <tp/detail/run_tower.hpp>
+#include <tp/policies/distribution/tower_replicas.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>
-#include <tp/policies/distribution/replicated.hpp>
 
 namespace tp {
 
@@ -44,75 +42,52 @@ struct GPU {
 };
 
 template <class Place = CPU>
-class ParameterServer {
+class ParameterServer : public detail::policy_base<ParameterServer<Place>, /*FusesGradients=*/true> {
  public:
+  static constexpr const char* policy_name = "ParameterServer";
+
   explicit ParameterServer(std::vector<torch::Device> towers, Place place = {})
-      : devices_(detail::check_devices(std::move(towers), "ParameterServer")), place_(place.device()) {}
+      : devices_(detail::check_devices(std::move(towers), policy_name)), place_(place.device()) {}
   static ParameterServer cpu(int towers, Place place = {}) {
-    return ParameterServer(detail::cpu_devices(towers, "ParameterServer"), place);
-  }
-  ParameterServer& bucket_bytes(std::size_t bytes) {
-    if (bytes == 0) throw std::invalid_argument("tp::ParameterServer: bucket_bytes must be > 0");
-    bucket_bytes_ = bytes;
-    return *this;
-  }
-  // Gradient accumulation: k micro-batches per tower per optimizer step (detail/micro_batches.hpp).
-  ParameterServer& accumulate(int k) {
-    micro_batches_ = detail::micro_batches(k, "ParameterServer");
-    return *this;
-  }
-  ParameterServer& gradients(GradientProcessing processing) {
-    processing_ = std::move(processing);
-    return *this;
+    return ParameterServer(detail::cpu_devices(towers, policy_name), place);
   }
 
+  // The towers' models, the server's model and its optimizer (none for a tower without one),
+  // and the default step.
   template <class Tower>
-  class Replica {
+  class Replicas : public detail::shared_model_replicas<Tower> {
    public:
-    using model_type = model_t<Tower>;
-
-    Replica(Tower& tower, const ParameterServer& options)
-        : options_(options), towers_(tower, options.devices_), server_(tower.make_model()), scaler_(detail::loss_scaler_of(tower)) {
-      (*server_).to(options_.place_);
-      detail::copy_state(server_, towers_.model(0));
-      optimizer_.emplace(tower.make_optimizer(server_));
-      server_parameters_ = (*server_).parameters();
-      buckets_ = detail::make_buckets(server_parameters_, options_.bucket_bytes_);
-      names_ = detail::bucket_names(buckets_, detail::parameter_names(server_));
+    Replicas(Tower& tower, const ParameterServer& options)
+        : detail::shared_model_replicas<Tower>(tower, options.devices_, options.update(), options.place_),
+          place_(options.place_) {
+      buckets_ = detail::make_buckets(this->shared_parameters_, this->update_.bucket_bytes());
+      this->names_ = detail::bucket_names(buckets_, detail::parameter_names(this->shared_));
     }
-
-    model_type& main_model() { return server_; }
-    const GradientProcessing& gradient_processing() const noexcept { return options_.processing_; }
-    model_type& model(int tower) { return towers_.model(tower); }
-    auto& optimizer() { return *optimizer_; }
-    template <class F>
-    void for_each_optimizer(F&& f) {
-      f(*optimizer_);
-    }
-    int towers() const noexcept { return towers_.size(); }
-    bool identical() { return towers_.identical(); }
 
     // Weights loaded into main_model() before training reach the towers.
     void start() { push_weights(); }
 
     template <class Input>
+      requires detail::steps_on<Tower, Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      const double scale = detail::loss_scale(scaler_);
-      auto costs = towers_.forward_backward(tower, input, options_.micro_batches_, scale);
+      auto& towers = this->towers_;
+      const double scale = detail::loss_scale(this->scaler_);
+      auto costs = towers.forward_backward(tower, input, this->micro_batches(), scale);
       std::vector<torch::Tensor> reduced;
-      std::vector<torch::Tensor> flats(static_cast<std::size_t>(towers_.size()));
+      std::vector<torch::Tensor> flats(static_cast<std::size_t>(towers.size()));
       {
         TP_PHASE("tp::reduce");
         for (const auto& b : buckets_) {
-          for (int i = 0; i < towers_.size(); ++i)
-            flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers_.parameters(i)).to(options_.place_);
+          for (int i = 0; i < towers.size(); ++i)
+            flats[static_cast<std::size_t>(i)] = detail::flatten_gradients(b, towers.parameters(i)).to(place_);
           reduced.push_back(detail::mean_of(flats));
         }
       }
-      if (detail::ready_for_update(scaler_, scale, options_.processing_, reduced, names_)) {
-        for (std::size_t k = 0; k < buckets_.size(); ++k) detail::unflatten_gradients(buckets_[k], reduced[k], server_parameters_);
+      if (this->ready_for_update(reduced, scale)) {
+        for (std::size_t k = 0; k < buckets_.size(); ++k)
+          detail::unflatten_gradients(buckets_[k], reduced[k], this->shared_parameters_);
         TP_PHASE("tp::optimizer_step");
-        optimizer_->step();
+        this->optimizer().step();
         push_weights();
       }
       return costs[0];
@@ -122,36 +97,25 @@ class ParameterServer {
     // The server's weights to every tower; tower 0's buffers to the server.
     void push_weights() {
       torch::NoGradGuard no_grad;
-      towers_.threads().run([&](int i) {
+      auto& towers = this->towers_;
+      towers.threads().run([&](int i) {
         torch::NoGradGuard in_this_thread;  // grad mode is per thread
-        auto& params = towers_.parameters(i);
-        for (std::size_t k = 0; k < params.size(); ++k) params[k].copy_(server_parameters_[k], /*non_blocking=*/true);
+        auto& params = towers.parameters(i);
+        for (std::size_t k = 0; k < params.size(); ++k) params[k].copy_(this->shared_parameters_[k], /*non_blocking=*/true);
       });
-      auto server_buffers = (*server_).buffers(), tower_buffers = (*towers_.model(0)).buffers();
+      auto server_buffers = (*this->shared_).buffers(), tower_buffers = (*towers.model(0)).buffers();
       for (std::size_t k = 0; k < server_buffers.size(); ++k) server_buffers[k].copy_(tower_buffers[k]);
     }
 
-    ParameterServer options_;
-    detail::tower_set<Tower> towers_;
-    model_type server_;
-    std::optional<optimizer_t<Tower>> optimizer_;
-    std::vector<torch::Tensor> server_parameters_;
+    torch::Device place_;
     std::vector<detail::bucket> buckets_;
-    std::vector<std::string> names_;
-    LossScaler* scaler_;  // the tower policy's (or none), which outlives the replica
   };
-
   template <class Tower>
-  Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, *this);
-  }
+  using Replica = Replicas<Tower>;  // the old name
 
  private:
   std::vector<torch::Device> devices_;
   torch::Device place_;
-  std::size_t bucket_bytes_ = 25u << 20;
-  GradientProcessing processing_;
-  int micro_batches_ = 1;
 };
 
 }  // namespace tp

@@ -21,54 +21,27 @@
 
 #include <tp/concepts/tower.hpp>
 #include <tp/detail/gradient_buckets.hpp>
-#include <tp/detail/tower_set.hpp>
-#include <tp/gradient_processing.hpp>
+#include <tp/policies/distribution/policy_base.hpp>
+#include <tp/detail/run_tower.hpp>
+#include <tp/policies/distribution/tower_replicas.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/comm/nccl.hpp>
 
 namespace tp {
 
-namespace detail {
-// "conv1.weight, conv1.bias, ..." for messages about a bucket.
-inline std::vector<std::string> bucket_names(const std::vector<bucket>& buckets, const std::vector<std::string>& names) {
-  std::vector<std::string> out;
-  for (const auto& b : buckets) {
-    std::string text = b.parameters.size() == 1 ? "" : "one of ";
-    for (std::size_t k = 0; k < b.parameters.size() && k < 4; ++k) text += (k ? ", " : "") + names[b.parameters[k]];
-    if (b.parameters.size() > 4) text += ", ...";
-    out.push_back(text);
-  }
-  return out;
-}
-}  // namespace detail
-
 template <class Comm = InProcess>
-class Replicated {
+class Replicated : public detail::policy_base<Replicated<Comm>, /*FusesGradients=*/true> {
  public:
-  explicit Replicated(std::vector<torch::Device> devices) : devices_(detail::check_devices(std::move(devices), "Replicated")) {
+  static constexpr const char* policy_name = "Replicated";
+
+  explicit Replicated(std::vector<torch::Device> devices) : devices_(detail::check_devices(std::move(devices), policy_name)) {
     if constexpr (std::is_same_v<Comm, InProcess>) InProcess::check_devices(devices_);  // fail here, not at build()
   }
   static Replicated cpu(int towers) {
-    return Replicated(detail::cpu_devices(towers, "Replicated"));
+    return Replicated(detail::cpu_devices(towers, policy_name));
   }
 
-  // Largest bucket of fused gradients (default 25 MB).
-  Replicated& bucket_bytes(std::size_t bytes) {
-    if (bytes == 0) throw std::invalid_argument("tp::Replicated: bucket_bytes must be > 0");
-    bucket_bytes_ = bytes;
-    return *this;
-  }
-  Replicated& gradients(GradientProcessing processing) {
-    processing_ = std::move(processing);
-    return *this;
-  }
-  // Gradient accumulation: k micro-batches per tower per optimizer step, reduced once (see
-  // detail/micro_batches.hpp).
-  Replicated& accumulate(int k) {
-    micro_batches_ = detail::micro_batches(k, "Replicated");
-    return *this;
-  }
   // Copies tower 0's weights to the other towers every n epochs (floating point can make
   // replicas drift apart over a long run).
   Replicated& resync_every_epochs(int n) {
@@ -78,43 +51,42 @@ class Replicated {
   }
   const std::vector<torch::Device>& devices() const noexcept { return devices_; }
 
+  // Every tower's model and optimizer (none for a tower without one), and the default step.
   template <class Tower>
-  class Replica {
+  class Replicas : public detail::tower_replicas<Tower> {
    public:
     using model_type = model_t<Tower>;
 
-    Replica(Tower& tower, const Replicated& options)
-        : options_(options), towers_(tower, options.devices_), comm_(options.devices_), scaler_(detail::loss_scaler_of(tower)) {
-      for (int i = 0; i < towers_.size(); ++i) optimizers_.push_back(tower.make_optimizer(towers_.model(i)));
-      buckets_ = detail::make_buckets(towers_.parameters(0), options_.bucket_bytes_);
-      names_ = detail::bucket_names(buckets_, detail::parameter_names(towers_.model(0)));
+    Replicas(Tower& tower, const Replicated& options)
+        : detail::tower_replicas<Tower>(tower, options.devices_, options.update()),
+          comm_(options.devices_),
+          resync_every_(options.resync_every_) {
+      for (int i = 0; i < this->towers(); ++i) this->add_optimizer(tower, this->model(i));
+      buckets_ = detail::make_buckets(this->towers_.parameters(0), this->update_.bucket_bytes());
+      this->names_ = detail::bucket_names(buckets_, detail::parameter_names(this->model(0)));
     }
 
-    model_type& main_model() { return towers_.model(0); }
-    const GradientProcessing& gradient_processing() const noexcept { return options_.processing_; }
-    model_type& model(int tower) { return towers_.model(tower); }
-    auto& optimizer(int tower = 0) { return optimizers_[static_cast<std::size_t>(tower)]; }
-    // Every tower's optimizer: a hyperparameter must reach all the replicas.
-    template <class F>
-    void for_each_optimizer(F&& f) {
-      for (auto& o : optimizers_) f(o);
+    model_type& main_model() { return this->model(0); }
+    auto& optimizer(int tower = 0)
+      requires detail::replicas_base<Tower>::has_optimizer
+    {
+      return this->optimizers_[static_cast<std::size_t>(tower)];
     }
-    int towers() const noexcept { return towers_.size(); }
-    bool identical() { return towers_.identical(); }
     std::int64_t reduce_calls() const noexcept { return reduce_calls_; }
     std::size_t buckets() const noexcept { return buckets_.size(); }
 
-    void start() { towers_.broadcast_from(0); }
+    void start() { this->towers_.broadcast_from(0); }
     void end_epoch(int epoch) {
-      if (options_.resync_every_ > 0 && epoch % options_.resync_every_ == 0) towers_.broadcast_from(0);
+      if (resync_every_ > 0 && epoch % resync_every_ == 0) this->towers_.broadcast_from(0);
     }
 
     template <class Input>
+      requires detail::steps_on<Tower, Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
-      auto costs = towers_.forward_backward(tower, input, options_.micro_batches_, detail::loss_scale(scaler_));
+      auto costs = this->towers_.forward_backward(tower, input, this->micro_batches(), detail::loss_scale(this->scaler_));
       if (reduce_gradients()) {
         TP_PHASE("tp::optimizer_step");
-        towers_.threads().run([&](int i) { optimizers_[static_cast<std::size_t>(i)].step(); });
+        this->towers_.threads().run([&](int i) { optimizer(i).step(); });
       }
       return costs[0];
     }
@@ -123,54 +95,45 @@ class Replicated {
     // processes the average. Returns false if the update is to be skipped.
     bool reduce_gradients() {
       TP_PHASE("tp::reduce");
-      const auto n = static_cast<std::size_t>(towers_.size());
+      auto& towers = this->towers_;
+      const auto n = static_cast<std::size_t>(towers.size());
       std::vector<std::vector<torch::Tensor>> reduced(n);  // [tower][bucket]
       std::vector<torch::Tensor> flats(n);
       for (const auto& b : buckets_) {
-        for (std::size_t i = 0; i < n; ++i) flats[i] = detail::flatten_gradients(b, towers_.parameters(static_cast<int>(i)));
+        for (std::size_t i = 0; i < n; ++i) flats[i] = detail::flatten_gradients(b, towers.parameters(static_cast<int>(i)));
         comm_.all_reduce_mean(flats);
         ++reduce_calls_;
         for (std::size_t i = 0; i < n; ++i) reduced[i].push_back(flats[i]);
       }
       // Once on the average; again on a tower's own copy only where the comm made one (the
       // same input gives every tower the same result and the same decision).
-      const double scale = detail::loss_scale(scaler_);
-      const bool apply = detail::ready_for_update(scaler_, scale, options_.processing_, reduced[0], names_);
+      const double scale = detail::loss_scale(this->scaler_);
+      const bool apply = this->ready_for_update(reduced[0], scale);
       for (std::size_t i = 1; i < n && apply; ++i)
         if (!reduced[i].empty() && !reduced[i][0].is_same(reduced[0][0])) {
-          if (scaler_) LossScaler::unscale(reduced[i], scale);
-          options_.processing_.apply(reduced[i], names_);
+          if (this->scaler_) LossScaler::unscale(reduced[i], scale);
+          this->update_.gradients().apply(reduced[i], this->names_);
         }
       if (!apply) return false;
-      towers_.threads().run([&](int i) {
+      towers.threads().run([&](int i) {
         for (std::size_t k = 0; k < buckets_.size(); ++k)
-          detail::unflatten_gradients(buckets_[k], reduced[static_cast<std::size_t>(i)][k], towers_.parameters(i));
+          detail::unflatten_gradients(buckets_[k], reduced[static_cast<std::size_t>(i)][k], towers.parameters(i));
       });
       return true;
     }
 
    private:
-    Replicated options_;
-    detail::tower_set<Tower> towers_;
     Comm comm_;
-    std::vector<optimizer_t<Tower>> optimizers_;
+    int resync_every_;
     std::vector<detail::bucket> buckets_;
-    std::vector<std::string> names_;
     std::int64_t reduce_calls_ = 0;
-    LossScaler* scaler_;  // the tower policy's (or none), which outlives the replica
   };
-
   template <class Tower>
-  Replica<Tower> build(Tower& tower) {
-    return Replica<Tower>(tower, *this);
-  }
+  using Replica = Replicas<Tower>;  // the old name
 
  private:
   std::vector<torch::Device> devices_;
-  std::size_t bucket_bytes_ = 25u << 20;
-  GradientProcessing processing_;
   int resync_every_ = 0;
-  int micro_batches_ = 1;
 };
 
 }  // namespace tp

@@ -13,6 +13,7 @@
 #include <range/v3/range/concepts.hpp>
 #include <range/v3/range/traits.hpp>
 
+#include <tp/data/length.hpp>
 #include <tp/data/state.hpp>
 #include <tp/precision.hpp>
 
@@ -29,30 +30,34 @@ class FeedInput {
     // that a failure never swallows a batch already made.
     if (advance_due_) {
       advance_due_ = false;
-      ++*position_;
+      ++position_;
     }
-    if (!position_ || *position_ == *end_) start_pass();
-    auto batch = **position_;
+    if (!started_ || position_ == end_) start_pass();
+    auto batch = *position_;
     advance_due_ = true;
     ++consumed_;
     if (channels_last_) return channels_last_batch(std::move(batch));
     return batch;
   }
 
+  // Batches in one pass of the dataflow, where it can tell (data/length.hpp): what
+  // steps_per_epoch defaults to.
+  std::optional<std::int64_t> batches_per_pass() { return data::items_per_pass(*dataflow_); }
+
   // Batches in channels-last order (set by the trainer when the tower asks for it).
   void channels_last(bool on) noexcept { channels_last_ = on; }
 
   // Where the next batch will come from; restore() goes back there.
   data::position position() const {
-    if (!position_) return {data::save_state(*dataflow_), 0};
+    if (!started_) return {data::save_state(*dataflow_), 0};
     return {pass_start_, consumed_};
   }
   void restore(const data::position& where) {
     data::load_state(*dataflow_, where.flow);
     advance_due_ = false;
     start_pass();
-    for (; consumed_ < where.consumed; ++consumed_, ++*position_)
-      if (*position_ == *end_)
+    for (; consumed_ < where.consumed; ++consumed_, ++position_)
+      if (position_ == end_)
         throw std::invalid_argument("tp::FeedInput::restore: the pass ended after " + std::to_string(consumed_) +
                                     " batches, before the saved position (" + std::to_string(where.consumed) +
                                     "); the dataflow is not the one the position was saved from");
@@ -65,11 +70,12 @@ class FeedInput {
  private:
   void start_pass() {
     pass_start_ = data::save_state(*dataflow_);
-    position_.emplace(ranges::begin(*dataflow_));
-    end_.emplace(ranges::end(*dataflow_));
+    position_ = ranges::begin(*dataflow_);
+    end_ = ranges::end(*dataflow_);
+    started_ = true;
     consumed_ = 0;
     ++passes_;
-    if (*position_ == *end_)
+    if (position_ == end_)
       throw std::runtime_error(
           "tp::FeedInput: the dataflow gave no datapoint in pass " + std::to_string(passes_) +
           "; check that the dataset is not empty (and, with batch(n, drop_remainder), that it "
@@ -78,8 +84,11 @@ class FeedInput {
 
   // On the heap so that the iterators stay valid when the input is moved into the trainer.
   std::unique_ptr<Dataflow> dataflow_;
-  std::optional<ranges::iterator_t<Dataflow>> position_;
-  std::optional<ranges::sentinel_t<Dataflow>> end_;
+  // Plain members and a flag rather than std::optionals: g++ 12 warned, wrongly, that an
+  // optional iterator's parts may be used uninitialized (-Wmaybe-uninitialized) in users' builds.
+  ranges::iterator_t<Dataflow> position_{};
+  ranges::sentinel_t<Dataflow> end_{};
+  bool started_ = false;
   bool channels_last_ = false;
   data::dataflow_state pass_start_;
   std::int64_t consumed_ = 0;

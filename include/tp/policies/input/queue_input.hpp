@@ -27,6 +27,7 @@
 #include <range/v3/range/concepts.hpp>
 #include <range/v3/range/traits.hpp>
 
+#include <tp/data/length.hpp>
 #include <tp/data/state.hpp>
 #include <tp/precision.hpp>
 
@@ -82,6 +83,13 @@ class QueueInput {
     if (s.producer.joinable()) s.producer.join();
     std::lock_guard lock(s.mutex);
     s.stopping = false;
+  }
+
+  // Batches in one pass of the dataflow, where it can tell (data/length.hpp): what
+  // steps_per_epoch defaults to. Asked before start(), when the trainer is made.
+  std::optional<std::int64_t> batches_per_pass() {
+    std::lock_guard lock(state_->mutex);
+    return data::items_per_pass(state_->dataflow);
   }
 
   // Batches in channels-last order (set by the trainer when the tower asks for it; before start).

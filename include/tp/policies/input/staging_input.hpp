@@ -47,15 +47,20 @@ class StagingInput {
   }
 
   void start() {
-    if constexpr (requires { inner_.start(); }) inner_.start();
+    if constexpr (background_input<Inner>) inner_.start();
   }
   void stop() {
-    if constexpr (requires { inner_.stop(); }) inner_.stop();
+    if constexpr (background_input<Inner>) inner_.stop();
   }
   torch::Device device() const noexcept { return device_; }
   Inner& inner() noexcept { return inner_; }
+  // The inner input's batches in one pass, where it can tell.
+  std::optional<std::int64_t> batches_per_pass() {
+    if constexpr (sized_input<Inner>) return inner_.batches_per_pass();
+    else return std::nullopt;
+  }
   void channels_last(bool on) {
-    if constexpr (requires { inner_.channels_last(on); }) inner_.channels_last(on);
+    if constexpr (channels_last_input<Inner>) inner_.channels_last(on);
   }
 
  private:

@@ -1,0 +1,58 @@
+#pragma once
+// What every distribution policy has alike, written once (CRTP): the update setters
+// (tp/update_options.hpp) and build(). Each setter checks the options at once, in the policy's
+// name, so a wrong value fails where it is written. Policy gives `policy_name` (for messages)
+// and `Replicas<Tower>`, built from (Tower&, const Policy&).
+#include <cstddef>
+#include <utility>
+
+#include <tp/gradient_processing.hpp>
+#include <tp/update_options.hpp>
+
+namespace tp::detail {
+
+// FusesGradients: the policy fuses gradients into buckets, so it has bucket_bytes().
+template <class Policy, bool FusesGradients = false>
+class policy_base {
+ public:
+  // All the update options at once.
+  Policy& update(UpdateOptions options) {
+    options.validate(Policy::policy_name);
+    update_ = std::move(options);
+    return static_cast<Policy&>(*this);
+  }
+  const UpdateOptions& update() const noexcept { return update_; }
+
+  // Gradient processing before each update (clipping, NaN policy).
+  Policy& gradients(GradientProcessing processing) {
+    auto next = update_;
+    next.gradients(std::move(processing));
+    return update(std::move(next));
+  }
+  // Gradient accumulation: k micro-batches per optimizer step (detail/micro_batches.hpp).
+  Policy& accumulate(int k) {
+    auto next = update_;
+    next.accumulate(k);
+    return update(std::move(next));
+  }
+  // The largest bucket of fused gradients (default 25 MB).
+  Policy& bucket_bytes(std::size_t bytes)
+    requires FusesGradients
+  {
+    auto next = update_;
+    next.bucket_bytes(bytes);
+    return update(std::move(next));
+  }
+
+  // The replicas this policy trains the tower policy's models with. (P: Policy, named when
+  // build is used, by which time Policy is complete.)
+  template <class Tower, class P = Policy>
+  typename P::template Replicas<Tower> build(Tower& tower) {
+    return typename P::template Replicas<Tower>(tower, static_cast<const P&>(*this));
+  }
+
+ private:
+  UpdateOptions update_;
+};
+
+}  // namespace tp::detail

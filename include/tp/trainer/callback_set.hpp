@@ -1,0 +1,249 @@
+#pragma once
+// The trainer's callbacks and everything about calling them (Lightning's callback connector):
+// which callbacks a hook goes to and in what order, the before/after_train pairing on every
+// exit path, chief-only callbacks, profiler markers and hook timing, the fan-out of put values,
+// and the callbacks' checkpoint state, keyed by name.
+//
+// Dispatch is decided at compile time (detail/hook_dispatch.hpp): a callback without a hook
+// costs nothing at that hook. The set is a member of the trainer and takes the trainer type as
+// a parameter, which is incomplete where the set is declared: what needs the trainer complete
+// (whether a hook is callable with it) is asked only inside member functions.
+#include <cstddef>
+#include <exception>
+#include <map>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/hana/at.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/front.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/range.hpp>
+#include <boost/hana/tuple.hpp>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <tp/checkpoint_error.hpp>
+#include <tp/concepts/callback.hpp>
+#include <tp/concepts/hooks.hpp>
+#include <tp/detail/archive.hpp>
+#include <tp/detail/callback_clock.hpp>
+#include <tp/detail/hook_dispatch.hpp>
+#include <tp/detail/phase_marker.hpp>
+#include <tp/detail/state_key.hpp>
+#include <tp/detail/type_name.hpp>
+
+namespace tp::detail {
+
+namespace hana = boost::hana;
+
+// Which callbacks a loop hook goes to. At after_epoch plain callbacks run first, then monitors
+// (callbacks with on_scalar), then checkpoint writers; at after_step and on_interrupt checkpoint
+// writers run after all the others: a monitor prints what the epoch's callbacks have just put,
+// and a writer saves the state at the end of the step or epoch.
+enum class receivers { all, all_but_writers, plain, monitors, writers };
+
+template <class Trainer, class... Callbacks>
+class callback_set {
+ public:
+  explicit callback_set(Callbacks... callbacks) : callbacks_(std::move(callbacks)...) {}
+
+  // The indices of the callbacks that have hook Tag for this trainer, among `Which`.
+  template <class Tag, receivers Which = receivers::all>
+  static constexpr auto with_hook() {
+    return indices_where<Callbacks...>([](auto t) {
+      using C = typename decltype(t)::type;
+      constexpr bool is_monitor = callable_on_scalar<C, Trainer>;
+      constexpr bool is_writer = checkpoint_writer<C>;
+      constexpr bool wanted = Which == receivers::all || (Which == receivers::all_but_writers && !is_writer) ||
+                              (Which == receivers::plain && !is_monitor && !is_writer) ||
+                              (Which == receivers::monitors && is_monitor && !is_writer) ||
+                              (Which == receivers::writers && is_writer);
+      return hana::bool_c<Tag::template present<C, Trainer> && wanted>;
+    });
+  }
+  template <class Tag>
+  static constexpr bool any_with() {
+    return decltype(hana::length(with_hook<Tag>()))::value > 0;
+  }
+
+  // A loop hook (train, epoch or step kind) to the callbacks of `Which`, in order.
+  template <class Tag, receivers Which = receivers::all>
+  void run(Trainer& trainer) {
+    constexpr auto selected = with_hook<Tag, Which>();
+    if constexpr (decltype(hana::length(selected))::value > 0) {
+      // Two loops rather than a test per callback: without a profiler, the hooks are called as
+      // if there were no markers (bench_phase_markers).
+      if (profiling()) hana::for_each(selected, [&](auto i) { call_marked<Tag>(trainer, i); });
+      else hana::for_each(selected, [&](auto i) { call<Tag>(trainer, i); });
+    }
+  }
+
+  // A value hook (put_scalar and the like) to every callback that takes it.
+  template <class Tag, class... Args>
+  void send(Trainer& trainer, const Args&... args) {
+    hana::for_each(with_hook<Tag>(), [&](auto i) {
+      if (runs_here(trainer, callbacks_[i])) Tag::call(callbacks_[i], trainer, args...);
+    });
+  }
+
+  // before_train for each callback in order. after_train runs for every callback whose
+  // before_train completed, on every exit path, even if some throw; it rethrows the first
+  // failure unless an exception is already on its way out.
+  void forget_started() noexcept { started_ = 0; }  // at train()'s start, before anything can throw
+  void before_train(Trainer& trainer) {
+    hana::for_each(all_, [&](auto i) {
+      if constexpr (before_train_tag::template present<at<decltype(i)>, Trainer>) call_maybe_marked<before_train_tag>(trainer, i);
+      started_ = decltype(i)::value + 1;
+    });
+  }
+  void after_train(Trainer& trainer, std::exception_ptr in_flight) {
+    std::exception_ptr first;
+    hana::for_each(all_, [&](auto i) {
+      if constexpr (after_train_tag::template present<at<decltype(i)>, Trainer>) {
+        if (decltype(i)::value < started_) {
+          try {
+            call_maybe_marked<after_train_tag>(trainer, i);
+          } catch (...) {
+            if (!first) first = std::current_exception();
+          }
+        }
+      }
+    });
+    if (first && !in_flight) std::rethrow_exception(first);
+  }
+  void setup(Trainer& trainer) {
+    hana::for_each(all_, [&](auto i) {
+      if constexpr (setup_tag::template present<at<decltype(i)>, Trainer>) call_maybe_marked<setup_tag>(trainer, i);
+    });
+  }
+
+  // Epoch times, for the callbacks with on_epoch_times (and only then are hooks timed).
+  static constexpr bool timed = (names_on_epoch_times<Callbacks> || ...);  // by name: Trainer is incomplete here
+  void start_epoch_clock() {
+    if constexpr (timed) clock_.start_epoch();
+  }
+  void report_epoch_times(Trainer& trainer, int epoch) {
+    if constexpr (timed) send<on_epoch_times_tag>(trainer, clock_.read(epoch));
+  }
+
+  // --- checkpoint state: "callback/KEY#N" (detail/state_key.hpp), and the list of keys ---
+  void save_state(Trainer& trainer, torch::serialize::OutputArchive& archive) {
+    std::string keys;
+    for_each_stateful([&](auto& callback, const std::string& key) {
+      torch::serialize::OutputArchive one;
+      callback.save_state(trainer, one);
+      archive.write("callback/" + key, one);
+      keys += key;
+      keys += '\n';
+    });
+    archive.write("callback/keys", c10::IValue(keys));
+  }
+  // Checks that the checkpoint holds exactly the state of this set's stateful callbacks before
+  // loading any of it; a missing or unknown one is an error naming it. A checkpoint of format 1
+  // (tp before keys by name) holds them by position.
+  void load_state(Trainer& trainer, torch::serialize::InputArchive& archive, std::int64_t format) {
+    if (format == 1) {
+      std::int64_t position = 0;
+      for_each_stateful([&](auto& callback, const std::string&) {
+        torch::serialize::InputArchive one;
+        read_archive(archive, "callback/" + std::to_string(position++), one);
+        callback.load_state(trainer, one);
+      });
+      return;
+    }
+    std::set<std::string> saved;
+    const auto listed = read_value(archive, "callback/keys");
+    if (!listed.isString()) throw checkpoint_error("the checkpoint entry 'callback/keys' is not a list of names");
+    const std::string& text = listed.toStringRef();
+    for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) saved.insert(text.substr(at, end - at));
+    std::vector<std::string> missing;
+    for_each_stateful([&](auto&, const std::string& key) {
+      if (saved.erase(key) == 0) missing.push_back(key);
+    });
+    if (!missing.empty() || !saved.empty()) {
+      std::string message = "the checkpoint's callback state does not fit this trainer's callbacks:";
+      for (const auto& key : missing) message += " this trainer's " + key + " has no state in it;";
+      for (const auto& key : saved) message += " it holds state for " + key + ", which this trainer does not have;";
+      throw checkpoint_error(message + " resume with the stateful callbacks the run was saved with (a callback with "
+                                       "state_key() keeps its state under that name)");
+    }
+    for_each_stateful([&](auto& callback, const std::string& key) {
+      torch::serialize::InputArchive one;
+      read_archive(archive, "callback/" + key, one);
+      callback.load_state(trainer, one);
+    });
+  }
+
+  // The callback of type C (which must appear once), or the I-th callback.
+  template <class C>
+  C& get() {
+    constexpr auto found = indices_where<Callbacks...>([](auto t) { return hana::bool_c<std::is_same_v<typename decltype(t)::type, C>>; });
+    static_assert(decltype(hana::length(found))::value == 1, "trainer.callback<C>(): C must be the type of exactly one callback");
+    return callbacks_[hana::front(found)];
+  }
+  template <std::size_t I>
+  auto& get() {
+    return callbacks_[hana::size_c<I>];
+  }
+
+ private:
+  template <class I>
+  using at = std::remove_cvref_t<decltype(std::declval<hana::tuple<Callbacks...>&>()[I{}])>;
+
+  // Chief-only callbacks are selected at compile time; whether this process is the chief is
+  // known at run time (always, with one process).
+  template <class C>
+  static bool runs_here(const Trainer& trainer, const C&) {
+    if constexpr (chief_only_callback<C>) return trainer.is_chief();
+    else return true;
+  }
+
+  template <class Tag, class I>
+  void call(Trainer& trainer, I i) {
+    if (!runs_here(trainer, callbacks_[i])) return;
+    if constexpr (timed) clock_.time(I::value, [&] { Tag::call(callbacks_[i], trainer); });
+    else Tag::call(callbacks_[i], trainer);
+  }
+  template <class Tag, class I>
+  void call_marked(Trainer& trainer, I i) {
+    const phase_scope marker([] { return callback_phase_name<at<I>, Tag>(); });
+    call<Tag>(trainer, i);
+  }
+  template <class Tag, class I>
+  void call_maybe_marked(Trainer& trainer, I i) {
+    if (profiling()) call_marked<Tag>(trainer, i);
+    else call<Tag>(trainer, i);
+  }
+
+  // f(callback, key) for each callback with state, in order, with its checkpoint key.
+  template <class F>
+  void for_each_stateful(F&& f) {
+    std::map<std::string, int> seen;
+    hana::for_each(all_, [&](auto i) {
+      if constexpr (names_save_state<at<decltype(i)>>) {
+        std::string key = callback_state_key(callbacks_[i]);
+        const int occurrence = seen[key]++;
+        key += '#';
+        key += std::to_string(occurrence);
+        f(callbacks_[i], key);
+      }
+    });
+  }
+
+  static auto make_clock() {
+    if constexpr (timed) return callback_clock<sizeof...(Callbacks)>({readable_type_name(typeid(Callbacks))...});
+    else return no_callback_clock{};
+  }
+
+  static constexpr auto all_ = hana::to_tuple(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(Callbacks)>));
+
+  hana::tuple<Callbacks...> callbacks_;
+  [[no_unique_address]] decltype(make_clock()) clock_ = make_clock();
+  std::size_t started_ = 0;
+};
+
+}  // namespace tp::detail
