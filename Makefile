@@ -1,6 +1,8 @@
 # The two commands of the README's quick start. Both set up what is missing first.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+CTEST_ARGS ?=
+CMAKE_ARGS ?=
 
 .PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize clean
 
@@ -8,7 +10,7 @@ setup:
 	@bash scripts/setup.sh
 
 configure: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
 
 # Trains a small CNN on Fashion-MNIST to >= 90% test accuracy.
 demo: configure
@@ -26,13 +28,13 @@ test: suite
 # the other tests' (it changes when threads sleep, not what they compute).
 suite: configure
 	@bash scripts/timed.sh "build ($(BUILD))" cmake --build $(BUILD) -j $(JOBS)
-	@bash scripts/timed.sh "tests ($(BUILD))" env OMP_WAIT_POLICY=passive ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@bash scripts/timed.sh "tests ($(BUILD))" env OMP_WAIT_POLICY=passive ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# What a second compiler checks: everything builds without warnings, and the compile-time
+# What a second compiler checks: everything builds (the benchmarks too), and the compile-time
 # rules' diagnostics hold (the compile-fail cases and the concept tests). Unoptimized, since
 # nothing built here runs longer than a test of the rules; the suite itself runs with g++.
 compile-checks: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTP_BUILD_BENCH=OFF > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTP_BENCH_IN_ALL=ON > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
 	@bash scripts/timed.sh "build ($(BUILD), -O0)" cmake --build $(BUILD) -j $(JOBS)
 	@bash scripts/timed.sh "compile-time rules ($(BUILD))" ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L compile_time
 

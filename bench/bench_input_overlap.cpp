@@ -73,7 +73,7 @@ auto mlp_desc() {
 
 template <class Input>
 double seconds_to_train(Input input) {
-  tp::Trainer trainer(std::move(input), mlp_desc(), tp::SingleDevice(), tp::TrainOptions().model_summary(false).steps_per_epoch(steps));
+  tp::Trainer trainer(std::move(input), mlp_desc(), tp::SingleDevice(), tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(steps));
   const auto start = clock_type::now();
   trainer.train();
   return std::chrono::duration<double>(clock_type::now() - start).count();
@@ -146,7 +146,7 @@ double fashion_epoch_seconds(Input input, std::int64_t steps_per_epoch) {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
                   })
                   .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
-  tp::Trainer trainer(std::move(input), std::move(desc), tp::SingleDevice(), tp::TrainOptions().model_summary(false).steps_per_epoch(steps_per_epoch));
+  tp::Trainer trainer(std::move(input), std::move(desc), tp::SingleDevice(), tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(steps_per_epoch));
   const auto start = clock_type::now();
   trainer.train();
   return std::chrono::duration<double>(clock_type::now() - start).count();

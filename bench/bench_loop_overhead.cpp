@@ -49,7 +49,7 @@ auto trainer_with_noops(std::integer_sequence<int, I...>) {
                   })
                   .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), 0.01); });
   return tp::Trainer(tp::DummyInput(batch()), std::move(desc), tp::SingleDevice(),
-                     tp::TrainOptions().model_summary(false).steps_per_epoch(steps_per_iteration), NoOp<I>{}...);
+                     tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(steps_per_iteration), NoOp<I>{}...);
 }
 
 // The hand-written loop: what a LibTorch user writes without tp.

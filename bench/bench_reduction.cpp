@@ -29,7 +29,7 @@ auto many_small_tensors() {
 
 auto trainer(std::size_t bucket_bytes) {
   return tp::Trainer(tp::DummyInput((torch::manual_seed(1), torch::randn({16, 32}))), many_small_tensors(),
-                     tp::Replicated<>::cpu(2).bucket_bytes(bucket_bytes), tp::TrainOptions().model_summary(false).steps_per_epoch(steps));
+                     tp::Replicated<>::cpu(2).bucket_bytes(bucket_bytes), tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(steps));
 }
 
 template <class F>

@@ -91,7 +91,7 @@ void scripted_training(benchmark::State& state) {
                     return torch::nn::functional::cross_entropy(m->forward(b.data), b.target);
                   })
                   .optimizer([](tp::ScriptedModule& m) { return torch::optim::SGD(m->parameters(), 0.01); });
-  auto trainer = tp::Trainer(tp::DummyInput(batch()), std::move(desc), tp::SingleDevice(), tp::TrainOptions().model_summary(false).steps_per_epoch(steps_per_iteration));
+  auto trainer = tp::Trainer(tp::DummyInput(batch()), std::move(desc), tp::SingleDevice(), tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(steps_per_iteration));
   // By hand: the TorchScript module's forward through the IValue interface, loss, zero_grad, backward, step.
   auto hand_model = torch::jit::load(model);
   std::vector<torch::Tensor> parameters;

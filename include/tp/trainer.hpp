@@ -13,31 +13,13 @@
 // (trainer/stop_arbiter.hpp: requests, signals, time budget, agreement across processes) and the
 // trainer's state (trainer/trainer_state.hpp: what a checkpoint holds).
 //
-// Contracts (tensorpack's, made exact):
-// - Every callback sees every event, in the order the callbacks were given. At after_epoch the
-//   plain callbacks run first and the monitors (callbacks with on_scalar) after them, so that a
-//   monitor prints the scalars the epoch's callbacks have just put; checkpoint writers run last
-//   at after_epoch and after_step, so that they save the state of the finished epoch or step.
-// - before_train and after_train pair like constructors and destructors: after_train runs for
-//   every callback whose before_train completed, on every exit path (normal end, a stop
-//   request, stop_training, any exception). An exception then propagates; if after_train hooks
-//   throw too, the first exception wins.
-// - request_stop() finishes the current step (its after_step hooks run), closes the epoch with
-//   after_epoch and ends. Throwing tp::stop_training from the step or a hook ends at once.
-// - Interruptions (a stop signal, TrainOptions::max_time) end at the next boundary: after the
-//   current step's after_step hooks, or after the epoch's after_epoch hooks if it is closing.
-//   The epoch is not closed early: on_interrupt hooks run (checkpoint writers last: the on-stop
-//   save, which resumes at the next step), then after_train, and train() returns the outcome
-//   (tp/train_outcome.hpp). With many processes, all agree to end after the same step.
-// - epoch_num is the current epoch (starting_epoch - 1 in before_train, as in tensorpack; the
-//   last epoch run in after_train).
-// - global_step counts the steps ever finished: in before_step it excludes the current step,
-//   in after_step it includes it. local_step is the index of the current step in its epoch.
-// - setup hooks run first, before the input starts and outside the before/after_train pairing:
-//   a callback may load a checkpoint there. save_state/load_state hold everything a resumed run
-//   needs to go on exactly as an uninterrupted one: a run resumed from a checkpoint written in
-//   an epoch's after_epoch starts at the next epoch; one written after step k of an epoch
-//   starts that epoch again at step k (its before_epoch hooks run).
+// The loop's contracts (event order, the before/after_train pairing, stop requests and
+// interruptions, the counters, setup and resume) are docs/DESIGN.md, "The loop's contracts":
+// every callback sees every event in the order given; at after_epoch plain callbacks run, then
+// monitors, then checkpoint writers (last at after_step too); after_train runs on every exit
+// path for every callback whose before_train completed; request_stop() ends after the current
+// step's epoch, a signal or the time budget after the current step (on_interrupt, then
+// after_train); a resumed run goes on exactly as the uninterrupted one.
 #include <concepts>
 #include <cstdint>
 #include <exception>

@@ -104,7 +104,7 @@ int main(int argc, char** argv) try {
   torch::manual_seed(1);
   const auto x = torch::randn({256, 6});
   const auto y = x.sum(1, true).sin();
-  const auto options = tp::TrainOptions().model_summary(false).steps_per_epoch(5).max_epoch(static_cast<int>((steps + 4) / 5));
+  const auto options = tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(5).max_epoch(static_cast<int>((steps + 4) / 5));
 
   if (flags.count("--single")) {
     const int world = std::stoi(flags["--single"]);

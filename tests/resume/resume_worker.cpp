@@ -89,7 +89,7 @@ int main(int argc, char** argv) try {
                   })
                   .optimizer([](NetHolder& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
   tp::Trainer trainer(tp::QueueInput(std::move(flow), 4), std::move(desc), tp::SingleDevice(),
-                      tp::TrainOptions().model_summary(false).steps_per_epoch(9).max_epoch(6), tp::Warmup(tp::learning_rate(), 12, 1e-4),
+                      tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(9).max_epoch(6), tp::Warmup(tp::learning_rate(), 12, 1e-4),
                       tp::ScheduledHyperParamSetter(tp::learning_rate(), {{3, 5e-4}, {5, 2e-4}}), tp::WeightEMA(0.9),
                       tp::MovingAverage("cost", 0.9), tp::InferenceRunner(std::move(validation), validate, tp::ScalarStats({"cost"}, "val/")),
                       tp::ModelSaver(argv[1]).every_n_steps(5).keep_last(3), PrintStep{});
