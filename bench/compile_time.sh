@@ -16,7 +16,7 @@ flags=(-std=c++20 -O2 -c -o /dev/null -I"$here/../include" -isystem /usr/include
 seconds() {  # wall seconds of one compile
   local start end
   start=$(date +%s.%N)
-  "$cxx" "${flags[@]}" "$1"
+  "$cxx" "${flags[@]}" "$1" || { echo "compile_time.sh: $1 does not compile" >&2; kill -TERM $$; }
   end=$(date +%s.%N)
   awk -v a="$start" -v b="$end" 'BEGIN { print b - a }'
 }

@@ -1,5 +1,6 @@
-// The minimal trainer of issue 24, through the umbrella header: an MLP, DummyInput, SingleDevice,
-// the default step. bench/compile_time.sh compiles it against plain_loop.cpp.
+// The minimal trainer of issue 24, through the umbrella header: an MLP (torch/torch.h, as in the
+// plain loop), DummyInput, SingleDevice, the default step. bench/compile_time.sh compiles it against plain_loop.cpp.
+#include <torch/torch.h>
 #include <tp/tp.hpp>
 
 int main() {
@@ -9,6 +10,6 @@ int main() {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
                   })
                   .optimizer([](torch::nn::Sequential& net) { return torch::optim::SGD(net->parameters(), 0.1); });
-  tp::Trainer trainer(tp::DummyInput(batch), desc, tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(100).model_summary(false));
+  tp::Trainer trainer{tp::DummyInput(batch), desc, tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(100).model_summary(false)};
   trainer.train();
 }

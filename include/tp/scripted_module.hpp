@@ -91,7 +91,9 @@ class ScriptedModuleImpl : public torch::nn::Module {
     scripted_.train(on);
   }
 
-  // The module as a TorchScript file, with the weights it has now.
+  // The module as a TorchScript file, with the weights it has now. (Module's own save, into an
+  // archive, stays visible beside it: clang warns when one hides the other.)
+  using torch::nn::Module::save;
   void save(const std::string& path) const { scripted_.save(path); }
   // The TorchScript module itself.
   torch::jit::Module& scripted() noexcept { return scripted_; }

@@ -13,6 +13,6 @@ struct Checked : tp::SingleDevice {
   }
 };
 int main() {
-  tp::Trainer trainer(cf::input(), cf::desc(), Checked{}, cf::options());
+  tp::Trainer trainer(cf::input(), cf::desc(), Checked(), cf::options());
   trainer.train();
 }

@@ -12,6 +12,6 @@ struct TwoRanks : tp::SingleDevice {
   }
 };
 int main() {
-  tp::Trainer trainer(cf::input(), cf::desc(), TwoRanks{}, cf::options());
+  tp::Trainer trainer(cf::input(), cf::desc(), TwoRanks(), cf::options());
   trainer.train();
 }

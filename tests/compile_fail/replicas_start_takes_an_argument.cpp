@@ -12,6 +12,6 @@ struct Synced : tp::SingleDevice {
   }
 };
 int main() {
-  tp::Trainer trainer(cf::input(), cf::desc(), Synced{}, cf::options());
+  tp::Trainer trainer(cf::input(), cf::desc(), Synced(), cf::options());
   trainer.train();
 }
