@@ -1,6 +1,7 @@
 #pragma once
 // The umbrella header, for users. The library's own headers include only what they use.
 #include <tp/batch.hpp>
+#include <tp/callback_pack.hpp>
 #include <tp/callbacks/callback_time_logger.hpp>
 #include <tp/callbacks/default_callbacks.hpp>
 #include <tp/callbacks/early_stopping.hpp>

@@ -11,9 +11,8 @@
 // trainer's list of callbacks: the trainer is the same type as with the callbacks listed by
 // hand, so the set costs what they cost, and nothing for the hooks they do not have.
 #include <filesystem>
-#include <tuple>
-#include <utility>
 
+#include <tp/callback_pack.hpp>
 #include <tp/callbacks/moving_average.hpp>
 #include <tp/callbacks/progress_bar.hpp>
 #include <tp/callbacks/run_environment.hpp>
@@ -22,16 +21,6 @@
 #include <tp/monitors/tensorboard.hpp>
 
 namespace tp {
-
-// Callbacks that go into a trainer together, in this order.
-template <class... Callbacks>
-struct callback_pack {
-  std::tuple<Callbacks...> callbacks;
-};
-template <class... Callbacks>
-callback_pack<Callbacks...> callbacks(Callbacks... callbacks) {
-  return {{std::move(callbacks)...}};
-}
 
 inline auto default_callbacks(const std::filesystem::path& logdir) {
   return callbacks(RunEnvironment(), ProgressBar(), MovingAverage("cost"), ScalarPrinter(), JSONWriter(logdir), TensorBoardWriter(logdir));

@@ -1,6 +1,7 @@
 #pragma once
-// Gradient accumulation: one optimizer step over k micro-batches (docs/DESIGN.md, "Distribution policies and the update": a property of the
-// update, so it is one of the UpdateOptions every distribution policy holds). Each micro-batch's
+// Gradient accumulation: one optimizer step over k micro-batches (docs/DESIGN.md, "Distribution
+// policies and the update": a property of the update, so it is one of the UpdateOptions every
+// distribution policy holds). Each micro-batch's
 // cost is divided by k before its backward, so the accumulated gradient is the mean over the k
 // micro-batches: for equal micro-batches of b examples and a mean loss, the gradient of one
 // batch of k·b. global_step counts optimizer steps, as Lightning's does; a step is never cut

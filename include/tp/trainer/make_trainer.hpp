@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <tp/callbacks/default_callbacks.hpp>
+#include <tp/callback_pack.hpp>
 #include <tp/train_options.hpp>
 #include <tp/trainer.hpp>
 
