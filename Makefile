@@ -17,7 +17,8 @@ demo: configure
 	@cmake --build $(BUILD) --target fashion_mnist -j $(JOBS)
 	@$(BUILD)/examples/fashion_mnist --epochs 3 --min-accuracy 0.90
 
-# Builds everything and runs the whole suite (unit, compile-fail, example and package tests),
+# Builds everything (under CI without a warning: scripts/build_quiet.sh) and runs the whole
+# suite (unit, compile-fail, example and package tests),
 # then the numerics-sensitive tests again under other BLAS kernels and thread counts.
 test: suite
 	@bash scripts/timed.sh "kernel matrix ($(BUILD))" env JOBS=$(JOBS) bash scripts/kernel_matrix.sh $(BUILD)
@@ -27,7 +28,7 @@ test: suite
 # physical cores): OpenMP's threads wait passively, so that busy-waiting ones do not starve
 # the other tests' (it changes when threads sleep, not what they compute).
 suite: configure
-	@bash scripts/timed.sh "build ($(BUILD))" cmake --build $(BUILD) -j $(JOBS)
+	@bash scripts/timed.sh "build ($(BUILD))" bash scripts/build_quiet.sh $(BUILD) $(JOBS)
 	@bash scripts/timed.sh "tests ($(BUILD))" env OMP_WAIT_POLICY=passive ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # What a second compiler checks: everything builds (the benchmarks too), and the compile-time
@@ -35,7 +36,7 @@ suite: configure
 # nothing built here runs longer than a test of the rules; the suite itself runs with g++.
 compile-checks: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTP_BENCH_IN_ALL=ON > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
-	@bash scripts/timed.sh "build ($(BUILD), -O0)" cmake --build $(BUILD) -j $(JOBS)
+	@bash scripts/timed.sh "build ($(BUILD), -O0)" bash scripts/build_quiet.sh $(BUILD) $(JOBS)
 	@bash scripts/timed.sh "compile-time rules ($(BUILD))" ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L compile_time
 
 # Debian 13 (LibTorch 2.6, CMake 3.31) in a debootstrap root kept in ~/.cache/tp: the suite with

@@ -16,6 +16,8 @@
 #include <sstream>
 
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/monitors.hpp>
 #include <torch/torch.h>
 
 #include "../examples/fashion_mnist_net.hpp"

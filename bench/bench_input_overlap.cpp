@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
 #include <torch/torch.h>
 
 #include "../examples/fashion_mnist_net.hpp"

@@ -28,6 +28,7 @@
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/distribution/multi_process.hpp>
 #include <tp/tp.hpp>
+#include <tp/distributed.hpp>
 #include <torch/torch.h>
 
 namespace {

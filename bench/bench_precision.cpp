@@ -18,6 +18,7 @@
 #include <iostream>
 
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
 #include <torch/torch.h>
 
 #include "../examples/fashion_mnist_net.hpp"

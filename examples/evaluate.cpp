@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/distributed.hpp>
 #include <torch/torch.h>
 
 #include "fashion_mnist_net.hpp"

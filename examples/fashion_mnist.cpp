@@ -46,6 +46,9 @@
 
 #include <CLI/CLI.hpp>
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/monitors.hpp>
+#include <tp/distributed.hpp>
 #include <torch/torch.h>
 
 #include "fashion_mnist_net.hpp"

@@ -18,6 +18,7 @@
 #include <iostream>
 
 #include <tp/tp.hpp>
+#include <tp/monitors.hpp>
 #include <torch/torch.h>
 
 namespace {

@@ -5,6 +5,8 @@
 #include <iostream>
 
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/monitors.hpp>
 #include <torch/torch.h>
 
 namespace {

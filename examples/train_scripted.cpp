@@ -16,6 +16,8 @@
 #include <CLI/CLI.hpp>
 #include <tp/scripted_module.hpp>
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/monitors.hpp>
 #include <torch/torch.h>
 
 #include "fashion_mnist_net.hpp"

@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/monitors.hpp>
+#include <tp/distributed.hpp>
 #include <torch/torch.h>
 
 namespace tp_test {

@@ -12,6 +12,7 @@ import sys
 # Layer 0: the public value types that concepts and mechanics may name.
 VOCABULARY = {"batch", "callback_pack", "checkpoint_error", "epoch_times", "gradient_processing", "precision", "stop_training",
               "tower_context", "train_options", "train_outcome", "update_options", "data/state"}
+UMBRELLAS = {"tp.hpp", "data.hpp", "distributed.hpp", "monitors.hpp"}
 NAMES = ["vocabulary", "concepts", "detail", "parts", "trainer", "umbrella"]
 
 
@@ -25,7 +26,7 @@ def layer(header):
         return 2
     if header == "trainer.hpp" or header.startswith("trainer/"):
         return 4
-    if header == "tp.hpp":
+    if header in UMBRELLAS:
         return 5
     return 3
 

@@ -8,21 +8,17 @@
 //   tp::load_model("train_log/model-0000000937.ckpt", *net);
 //   auto scalars = tp::evaluate(net, test_flow, outputs, tp::ClassificationError("logits", "label", "test_error"));
 //
-// evaluate_across<Backend>(env, ...) splits the work across the processes a launcher started
-// (tp-run, torchrun, srun): each evaluates every world_size-th batch of the whole dataflow, and
-// every process returns the results over all the examples.
+// tp::evaluate_across (tp/distributed/evaluate_across.hpp) splits the work across processes.
 #include <chrono>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <torch/types.h>
 
 #include <tp/callbacks/inference_runner.hpp>
-#include <tp/detail/collective_group.hpp>
-#include <tp/distributed/environment.hpp>
-#include <tp/distributed/rendezvous.hpp>
 #include <tp/precision.hpp>
 
 namespace tp {
@@ -36,7 +32,7 @@ struct EvaluateOptions {
     format.channels_last = on;
     return *this;
   }
-  // How long evaluate_across waits for the other processes.
+  // How long evaluate_across (tp/distributed/evaluate_across.hpp) waits for the other processes.
   EvaluateOptions& timeout(std::chrono::milliseconds t) {
     wait = t;
     return *this;
@@ -69,28 +65,6 @@ template <class Model, class Dataflow, class Infer, class... Inferencers>
   requires(!std::same_as<std::remove_cvref_t<Model>, EvaluateOptions>)
 std::map<std::string, double> evaluate(Model& model, Dataflow dataflow, Infer infer, Inferencers... inferencers) {
   return evaluate(EvaluateOptions(), model, std::move(dataflow), std::move(infer), std::move(inferencers)...);
-}
-
-// The same, split across the processes of `env` through Backend (tp::backend::Gloo, or NCCL
-// for models on GPUs); one process (world_size 1) needs no connection.
-template <class Backend, class Model, class Dataflow, class Infer, class... Inferencers>
-std::map<std::string, double> evaluate_across(const process_environment& env, const EvaluateOptions& options, Model& model, Dataflow dataflow,
-                                              Infer infer, Inferencers... inferencers) {
-  std::tuple<Inferencers...> all(std::move(inferencers)...);
-  if (env.world_size <= 1) return detail::evaluate_share(options, model, dataflow, infer, all, {}).first;
-  const auto store = detail::connect_store(env, options.wait);
-  const auto group = Backend::connect(store, env, options.wait);
-  auto [results, examples] = detail::evaluate_share(options, model, dataflow, infer, all, {env.rank, env.world_size});
-  // Weigh each process's results by its examples.
-  std::vector<double> sums{static_cast<double>(examples)};
-  for (const auto& [name, value] : results) sums.push_back(value * static_cast<double>(examples));
-  std::vector<torch::Tensor> one{torch::tensor(sums, torch::kDouble).to(Backend::device(env))};
-  group->allreduce(one)->wait();
-  const auto total = one[0].cpu();
-  std::size_t i = 1;
-  const double count = total[0].item<double>();
-  for (auto& [name, value] : results) value = count > 0 ? total[static_cast<std::int64_t>(i++)].item<double>() / count : 0.0;
-  return results;
 }
 
 }  // namespace tp

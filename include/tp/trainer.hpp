@@ -7,19 +7,9 @@
 //       before_step; step(); ++global_step; after_step
 //     after_epoch
 //
-// This file is the loop and the accessors users call; its rooms (docs/DESIGN.md, "The trainer's
-// rooms") are the callback set (trainer/callback_set.hpp: dispatch, pairing, values, callback
-// state), the loop position (trainer/loop_position.hpp), the stop arbiter
-// (trainer/stop_arbiter.hpp: requests, signals, time budget, agreement across processes) and the
-// trainer's state (trainer/trainer_state.hpp: what a checkpoint holds).
-//
-// The loop's contracts (event order, the before/after_train pairing, stop requests and
-// interruptions, the counters, setup and resume) are docs/DESIGN.md, "The loop's contracts":
-// every callback sees every event in the order given; at after_epoch plain callbacks run, then
-// monitors, then checkpoint writers (last at after_step too); after_train runs on every exit
-// path for every callback whose before_train completed; request_stop() ends after the current
-// step's epoch, a signal or the time budget after the current step (on_interrupt, then
-// after_train); a resumed run goes on exactly as the uninterrupted one.
+// This file is the loop and the accessors users call. Its rooms (trainer/*.hpp) and the loop's
+// contracts (event order, the before/after_train pairing, stop requests, counters, resume) are
+// described in docs/DESIGN.md.
 #include <concepts>
 #include <cstdint>
 #include <exception>
@@ -37,7 +27,9 @@
 #include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>
 #include <tp/concepts/scalar.hpp>
+#include <tp/concepts/step.hpp>
 #include <tp/concepts/tower.hpp>
+#include <tp/detail/broken_part.hpp>
 #include <tp/detail/image.hpp>
 #include <tp/detail/intra_op_threads.hpp>
 #include <tp/detail/signals.hpp>
@@ -51,16 +43,6 @@
 #include <tp/trainer/trainer_state.hpp>
 
 namespace tp {
-
-namespace detail {
-// What a trainer holds in place of a part that breaks a rule (an input it cannot move, replicas
-// it cannot build): the rule's static_assert is then the whole diagnostic, not the first of
-// many errors about the part's uses.
-struct broken_part {
-  template <class... Args>
-  explicit broken_part(Args&&...) {}
-};
-}  // namespace detail
 
 template <class InputPolicy, class TowerPolicy, class DistributionPolicy, class... Callbacks>
 class Trainer {
@@ -106,17 +88,7 @@ class Trainer {
   // tensor, shown by the progress bar) or nothing. Every callback works as with the default.
   template <class Step>
   train_outcome train(Step step) {
-    static_assert(std::bool_constant<std::invocable<Step&, Trainer&>>::value,  // bool: see check_input
-                  "tp rule [step: takes the trainer]: a step is called as step(trainer); declare it "
-                  "as [](auto& trainer) { ... }");
-    using step_result = typename std::conditional_t<std::invocable<Step&, Trainer&>, std::invoke_result<Step&, Trainer&>,
-                                                    std::type_identity<void>>::type;
-    static_assert(std::is_void_v<step_result> || std::is_convertible_v<step_result, torch::Tensor>,
-                  "tp rule [step: returns a cost]: a step returns its cost as a torch::Tensor, or "
-                  "nothing; wrap a number in torch::tensor(x)");
-    // A step that breaks a rule is not called: the rule is the only error.
-    constexpr bool returns_cost = !std::is_void_v<step_result> && std::is_convertible_v<step_result, torch::Tensor>;
-    constexpr bool returns_nothing = std::is_void_v<step_result> && std::invocable<Step&, Trainer&>;
+    constexpr auto returns = detail::check_step<Step, Trainer>();
     using boundary = detail::stop_arbiter::boundary;
     using detail::receivers;
     outcome_ = {};
@@ -129,10 +101,7 @@ class Trainer {
       at::set_num_threads(threads.threads);
     callbacks_.setup(*this);
     const std::int64_t first_step = std::exchange(resume_.step, 0);
-    position_.epoch_num = options_.starting_epoch() - 1;  // epochs finished, as tensorpack counts them
-    position_.local_step = first_step;
-    position_.steps_done = 0;
-    position_.epoch_closed = true;
+    position_.begin_run(options_.starting_epoch(), first_step);
     looping_ = true;
     struct not_looping {
       bool& flag;
@@ -153,8 +122,8 @@ class Trainer {
           position_.local_step = index;  // after the loop it stays the index of the epoch's last step
           stop_.began();
           callbacks_.template run<detail::before_step_tag>(*this);
-          if constexpr (returns_cost) last_cost_ = step(*this);
-          else if constexpr (returns_nothing) step(*this);
+          if constexpr (returns == detail::step_returns::cost) last_cost_ = step(*this);
+          else if constexpr (returns == detail::step_returns::nothing) step(*this);
           position_.finish_step();
           if (summary_pending_) print_optimizer_summary();
           callbacks_.template run<detail::after_step_tag, receivers::all_but_writers>(*this);

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "common.hpp"
+#include <tp/monitors.hpp>
 struct Tagger {
   void after_epoch(auto& trainer) { trainer.put_scalar("best", std::string("epoch 1")); }  // not a number
 };

@@ -4,6 +4,7 @@
 // linked or run. The GPU tests themselves run where LibTorch has CUDA.
 #include <tp/policies/comm/nccl_backend.hpp>
 #include <tp/tp.hpp>
+#include <tp/distributed.hpp>
 #include <torch/torch.h>
 
 int main() {

@@ -29,6 +29,8 @@
 #include <tp/policies/distribution/multi_process.hpp>
 #include <tp/scripted_module.hpp>
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
+#include <tp/distributed.hpp>
 #include <torch/torch.h>
 
 namespace {

@@ -21,6 +21,7 @@
 #include <string>
 
 #include <tp/tp.hpp>
+#include <tp/data.hpp>
 #include <torch/torch.h>
 
 namespace {

@@ -68,8 +68,12 @@ inline intra_op_threads_choice choose_intra_op_threads(int option, const char* o
   return {share, reason};
 }
 
+// The affinity and sysfs are read only when they decide (tp's default): train() asks at every
+// start, and a program that sets its threads itself should not pay for the reads.
 inline intra_op_threads_choice choose_intra_op_threads(int option) {
-  return choose_intra_op_threads(option, std::getenv("OMP_NUM_THREADS"), physical_cores_available(), processes_on_this_machine());
+  const char* omp_num_threads = std::getenv("OMP_NUM_THREADS");
+  if (option != 0 || (omp_num_threads && *omp_num_threads)) return choose_intra_op_threads(option, omp_num_threads, 1, 1);
+  return choose_intra_op_threads(option, omp_num_threads, physical_cores_available(), processes_on_this_machine());
 }
 
 }  // namespace tp::detail

@@ -31,6 +31,14 @@ struct loop_position {
     std::int64_t step = 0;
   };
 
+  // A train() starts: no epoch yet (epochs finished, as tensorpack counts them), the first one
+  // at first_step (a loaded state's resume point).
+  void begin_run(int starting_epoch, std::int64_t first_step) noexcept {
+    epoch_num = starting_epoch - 1;
+    local_step = first_step;
+    steps_done = 0;
+    epoch_closed = true;
+  }
   void begin_epoch(int epoch, std::int64_t first_step) noexcept {
     epoch_num = epoch;
     local_step = first_step;
