@@ -80,7 +80,8 @@ void tp_trainer(benchmark::State& state) {
   auto trainer = trainer_with_noops(std::make_integer_sequence<int, 16>{});
   for (auto _ : state) {
     trainer.train();
-    benchmark::DoNotOptimize(trainer.last_cost());
+    auto cost = trainer.last_cost();  // a handle: DoNotOptimize of a const reference is deprecated
+    benchmark::DoNotOptimize(cost);
   }
   state.SetItemsProcessed(state.iterations() * steps_per_iteration);
 }

@@ -105,16 +105,17 @@ static_assert(std::is_same_v<tp::model_t<LinearDesc>, torch::nn::Linear>);
 static_assert(tp::trainable_tower<LinearDesc, tp_test::Batch>);
 static_assert(!tp::trainable_tower<LinearDesc, torch::Tensor>);  // the tower function takes an Example
 
-auto make_linear = [] { return torch::nn::Linear(4, 1); };
-using ReturnsFloat = decltype(tp::model_desc(make_linear)
+// A type, not a variable: only unevaluated operands use it (clang warns of an unneeded variable).
+using MakeLinear = decltype([] { return torch::nn::Linear(4, 1); });
+using ReturnsFloat = decltype(tp::model_desc(MakeLinear{})
                                   .tower_function([](const tp::TowerContext&, torch::nn::Linear&, const torch::Tensor&) { return 1.0f; })
                                   .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.1); }));
 static_assert(tp::tower_policy<ReturnsFloat> && !tp::trainable_tower<ReturnsFloat, torch::Tensor>);
-using ReturnsPair = decltype(tp::model_desc(make_linear)
+using ReturnsPair = decltype(tp::model_desc(MakeLinear{})
                                  .tower_function([](const tp::TowerContext&, torch::nn::Linear&, const torch::Tensor& t) { return std::pair{t, t}; })
                                  .optimizer([](torch::nn::Linear& m) { return torch::optim::SGD(m->parameters(), 0.1); }));
 static_assert(!tp::trainable_tower<ReturnsPair, torch::Tensor>);
-using NoOptimizer = decltype(tp::model_desc(make_linear).tower_function(
+using NoOptimizer = decltype(tp::model_desc(MakeLinear{}).tower_function(
     [](const tp::TowerContext&, torch::nn::Linear& m, const torch::Tensor& t) { return m->forward(t).sum(); }));
 static_assert(tp::tower_policy<NoOptimizer> && !tp::trainable_tower<NoOptimizer, torch::Tensor>);
 struct ReturnsNoModule {
@@ -127,7 +128,7 @@ struct NoMakeModel {
 static_assert(!tp::tower_policy<NoMakeModel>);
 using ReturnsModuleByValue = decltype(tp::model_desc([] { return torch::nn::LinearImpl(4, 1); }));
 static_assert(!tp::tower_policy<ReturnsModuleByValue>);
-using OptimizerPointer = decltype(tp::model_desc(make_linear)
+using OptimizerPointer = decltype(tp::model_desc(MakeLinear{})
                                       .tower_function([](const tp::TowerContext&, torch::nn::Linear& m, const torch::Tensor& t) {
                                         return m->forward(t).sum();
                                       })
