@@ -10,11 +10,13 @@
 //
 // tp::evaluate_across (tp/distributed/evaluate_across.hpp) splits the work across processes.
 #include <chrono>
+#include <concepts>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
-#include <vector>
 
 #include <torch/types.h>
 

@@ -10,7 +10,7 @@
 // This file is the loop and the accessors users call. Its rooms (trainer/*.hpp) and the loop's
 // contracts (event order, the before/after_train pairing, stop requests, counters, resume) are
 // described in docs/DESIGN.md.
-#include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <iostream>

@@ -2,6 +2,10 @@
 #include <iostream>
 
 #include <tp/tp.hpp>
+// The other umbrellas are installed too, and compile against the installed package's flags.
+#include <tp/data.hpp>
+#include <tp/distributed.hpp>
+#include <tp/monitors.hpp>
 #include <torch/torch.h>
 
 int main() {

@@ -2,6 +2,8 @@
 // tp::evaluate_across<Backend>(env, ...): tp::evaluate (tp/evaluate.hpp) split across the
 // processes a launcher started (tp-run, torchrun, srun): each evaluates every world_size-th
 // batch of the whole dataflow, and every process returns the results over all the examples.
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
