@@ -4,6 +4,7 @@
 //                 [--towers N] [--logdir DIR] [--min-accuracy A] [--max-time SECONDS]
 //                 [--precision fp32|bf16-mixed] [--channels-last] [--threads N]
 //                 [--optimizer adam|sgd|nadam|radam|lamb|lars] [--profile-steps A:B]
+//                 [--init-from STATE_DICT]
 //   tp-run -n 2 fashion_mnist [--compress fp32|fp16] ...   one process per rank, Gloo all-reduce
 //                                                          (MultiProcess), fp16 on the wire or not
 //
@@ -30,7 +31,10 @@
 // step: it says "interrupted at global step N; run the same command to resume" and exits with
 // 128 + the signal (a second Ctrl-C ends it at once). Under SLURM, SIGUSR1 also requeues the job
 // (sbatch --signal=USR1@90). --max-time ends it the same way before that many seconds have
-// passed, checkpoint included, with status 0.
+// passed, checkpoint included, with status 0. Checkpoints open in Python (torch.load: the
+// model's state_dict, Adam's state as torch.optim's; fashion_mnist_state_dict.py scores one),
+// and --init-from starts from a state_dict file that Python (torch.save(model.state_dict()))
+// or tp-export --state-dict wrote.
 // With --min-accuracy it exits non-zero if the final test accuracy is below A (the examples run
 // as tests that way). --help lists the flags and their defaults; a bad flag or value exits with
 // status 2, naming it, before any data is read.
@@ -73,6 +77,7 @@ struct flags {
   int threads = 0;  // 0: LibTorch's default
   std::string optimizer = "adam";
   std::string compress = "fp32";            // the gradients on the wire under tp-run
+  std::string init_from;                    // a state_dict file the weights start from
   std::string profile_steps;                // "A:B": a Chrome trace of steps A to B
   std::vector<tp::Profiler::window> profile;  // parsed from it
   std::string config;                       // the flags, as TOML, for TensorBoard
@@ -153,6 +158,10 @@ flags parse(int argc, char** argv) {
   app.add_option("--optimizer", f.optimizer, "adam, sgd (momentum 0.9), nadam, radam, lamb or lars");
   app.add_option("--compress", f.compress, "under tp-run: gradients all-reduced as fp32, or as fp16 (half the bytes on the wire)")
       ->check(CLI::IsMember({"fp32", "fp16"}));
+  app.add_option("--init-from", f.init_from,
+                 "a state_dict file (Python's torch.save(model.state_dict()), tp-export --state-dict) the weights start from; "
+                 "a checkpoint in --logdir to resume from takes precedence")
+      ->check(CLI::ExistingFile);
   app.add_option("--profile-steps", f.profile_steps, "A:B writes a Chrome trace of steps A to B (global steps) to --logdir")
       ->default_str("none");
   app.add_option("--max-time", f.max_time, "seconds this run may take, its last checkpoint included (0: no limit)")->check(CLI::NonNegativeNumber);
@@ -186,7 +195,11 @@ struct result {
 template <class Input, class Distribution>
 result train(Input input, Distribution distribution, const tp::data::FashionMnist& test, tp::TrainOptions options,
              const flags& f, const std::string& logdir, const tp::process_environment& env) {
-  auto desc = tp::model_desc([] { return Net(); })
+  auto desc = tp::model_desc([init = f.init_from] {
+                Net net;
+                if (!init.empty()) tp::load_state_dict(*net, init);  // strict: every name and shape must fit
+                return net;
+              })
                   .tower_function([](const tp::TowerContext&, Net& net, const torch::data::Example<>& b) {
                     return torch::nn::functional::cross_entropy(net->forward(b.data), b.target);
                   })
@@ -235,6 +248,8 @@ int main(int argc, char** argv) try {
     std::cout << "Fashion-MNIST: " << train_set.images.size(0) << " training and " << test_set.images.size(0) << " test images; " << epochs
               << " epochs of " << steps << " steps, " << towers * env.world_size << " tower(s) of batch " << batch_size
               << (env.world_size > 1 ? " in " + std::to_string(env.world_size) + " processes" : std::string()) << "\n";
+
+  if (env.is_chief() && !f.init_from.empty()) std::cout << "weights start from " << f.init_from << " (a state_dict)\n";
 
   auto flow = tp::data::examples(normalize(train_set.images), train_set.labels) | tp::data::shuffle(42) |
               tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch_size);

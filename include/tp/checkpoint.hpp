@@ -1,15 +1,26 @@
 #pragma once
-// Checkpoint files: a trainer's whole state (Trainer::save_state) in one file that says whether
-// it is whole.
+// Checkpoint files: a trainer's whole state in one file that Python's torch.load opens, and that
+// says whether it is whole.
+//
+// The file is what torch.save writes (a zip whose data.pkl holds the dictionary of
+// trainer/trainer_state.hpp: state_dict, optimizer_states, epoch, global_step, tp), and its zip
+// comment, the file's last 120 bytes, is tp's trailer, in ASCII:
+//
+//   TPCKPT 2 payload=<16 hex> crc32c=<8 hex> time_ms=<16 hex> step=<16 hex> epoch=<16 hex>\n
+//
+// payload is the byte count before the trailer, crc32c their checksum, time_ms the write time
+// (Unix milliseconds); step and epoch are also inside, and here so that listing checkpoints need
+// not unpickle them. (Hex digits never spell the zip's end-of-directory mark "PK\5\6", which
+// readers search for from the end.) Files of version 1 (tp before Python could read them) are
+// still read:
 //
 //   bytes 0-7    "TPCKPT" 0 1            magic and format version
 //         8-15   payload size            little-endian, like every field
 //         16-19  CRC-32C of the payload
 //         20-23  reserved (0)
 //         24-31  write time, Unix milliseconds
-//         32-39  global_step             \ also inside the payload; here so that listing
-//         40-47  epoch_num               / checkpoints need not read them
-//         48-    payload                 LibTorch's serialize archive (a zip)
+//         32-47  global_step, epoch_num
+//         48-    payload                 the trainer's state as one LibTorch archive
 //
 // Files are written atomically (a temporary file, fsync, rename), so a crash never leaves a
 // file under a checkpoint's name that is not whole; the checksum catches what happens to it
@@ -25,6 +36,8 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -32,9 +45,13 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <torch/csrc/jit/serialization/pickle.h>
+
 #include <tp/detail/archive.hpp>
 #include <tp/detail/atomic_file.hpp>
 #include <tp/detail/crc32c.hpp>
+#include <tp/detail/python_pickle.hpp>
+#include <tp/state_dict.hpp>
 
 namespace tp {
 
@@ -45,11 +62,13 @@ struct checkpoint_info {
   std::int64_t time_ms = 0;           // when it was written, Unix milliseconds
   std::uint64_t payload_bytes = 0;
   std::uint32_t payload_crc32c = 0;
+  int file_version = 2;               // 1: tp's header and a LibTorch archive; 2: torch.save's zip
 };
 
 namespace detail {
 inline constexpr char checkpoint_magic[8] = {'T', 'P', 'C', 'K', 'P', 'T', 0, 1};
 inline constexpr std::size_t checkpoint_header_bytes = 48;
+inline constexpr std::size_t checkpoint_trailer_bytes = 120;
 
 template <class T>
 void put_le(unsigned char* at, T value) {
@@ -74,63 +93,118 @@ inline std::string checkpoint_file_name(std::int64_t global_step) {
   return "model-" + digits + ".ckpt";
 }
 
-// Writes `archive` to `path` atomically, with the header above.
-inline checkpoint_info write_checkpoint(const std::filesystem::path& path, torch::serialize::OutputArchive& archive,
-                                        std::int64_t global_step, std::int64_t epoch_num) {
-  detail::atomic_file_writer file(path);
-  unsigned char header[detail::checkpoint_header_bytes] = {};
-  file.write(header, sizeof header);  // filled in once the payload's size and checksum are known
-  std::uint64_t size = 0;
-  std::uint32_t crc = 0;
-  archive.save_to([&](const void* data, std::size_t n) -> std::size_t {
-    file.write(data, n);
-    crc = detail::crc32c_extend(crc, data, n);
-    size += n;
-    return n;
-  });
+namespace detail {
+inline std::string hex_field(std::uint64_t value, int digits) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string text(static_cast<std::size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, value >>= 4) text[static_cast<std::size_t>(i)] = hex[value & 15];
+  return text;
+}
+inline std::string checkpoint_trailer(const checkpoint_info& info) {
+  return "TPCKPT 2 payload=" + hex_field(info.payload_bytes, 16) + " crc32c=" + hex_field(info.payload_crc32c, 8) +
+         " time_ms=" + hex_field(static_cast<std::uint64_t>(info.time_ms), 16) + " step=" + hex_field(static_cast<std::uint64_t>(info.global_step), 16) +
+         " epoch=" + hex_field(static_cast<std::uint64_t>(info.epoch_num), 16) + "\n";
+}
+// The trailer's fields, or nothing when `text` is not one.
+inline std::optional<checkpoint_info> parse_checkpoint_trailer(std::string_view text) {
+  if (text.size() != checkpoint_trailer_bytes || !text.starts_with("TPCKPT 2 ") || !text.ends_with("\n")) return std::nullopt;
+  std::uint64_t fields[5] = {};
+  std::size_t at = 9;
+  const std::pair<std::string_view, int> layout[5] = {{"payload=", 16}, {" crc32c=", 8}, {" time_ms=", 16}, {" step=", 16}, {" epoch=", 16}};
+  for (int f = 0; f < 5; ++f) {
+    if (text.substr(at, layout[f].first.size()) != layout[f].first) return std::nullopt;
+    at += layout[f].first.size();
+    for (int i = 0; i < layout[f].second; ++i, ++at) {
+      const char c = text[at];
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (digit < 0) return std::nullopt;
+      fields[f] = fields[f] << 4 | static_cast<std::uint64_t>(digit);
+    }
+  }
+  checkpoint_info info;
+  info.payload_bytes = fields[0], info.payload_crc32c = static_cast<std::uint32_t>(fields[1]);
+  info.time_ms = static_cast<std::int64_t>(fields[2]), info.global_step = static_cast<std::int64_t>(fields[3]);
+  info.epoch_num = static_cast<std::int64_t>(fields[4]);
+  return info;
+}
+}  // namespace detail
+
+// Writes a checkpoint's dictionary (Trainer::state_dict) to `path` atomically: torch.save's
+// zip, with tp's trailer as its comment.
+inline checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
+                                        std::int64_t epoch_num) {
+  auto bytes = torch::jit::pickle_save(content);
+  // The zip ends with its 22-byte end-of-directory record, whose last two bytes are the comment's
+  // length (LibTorch writes none).
+  const auto n = bytes.size();
+  if (n < 22 || std::memcmp(bytes.data() + n - 22, "PK\5\6", 4) != 0 || bytes[n - 2] != 0 || bytes[n - 1] != 0)
+    throw std::logic_error("tp::write_checkpoint: LibTorch's pickle_save did not end its zip as tp expects (an end-of-directory record "
+                           "without a comment); this LibTorch is not supported for checkpoints");
+  bytes[n - 2] = static_cast<char>(detail::checkpoint_trailer_bytes & 0xff);
+  bytes[n - 1] = static_cast<char>(detail::checkpoint_trailer_bytes >> 8);
   checkpoint_info info{path, global_step, epoch_num,
                        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                       size, crc};
-  std::memcpy(header, detail::checkpoint_magic, 8);
-  detail::put_le(header + 8, size);
-  detail::put_le(header + 16, crc);
-  detail::put_le(header + 24, info.time_ms);
-  detail::put_le(header + 32, global_step);
-  detail::put_le(header + 40, epoch_num);
-  file.write_at(0, header, sizeof header);
+                       n, detail::crc32c(bytes.data(), n), 2};
+  const auto trailer = detail::checkpoint_trailer(info);
+  detail::atomic_file_writer file(path);
+  file.write(bytes.data(), n);
+  file.write(trailer.data(), trailer.size());
   file.commit();
   return info;
 }
 
-// The header of a checkpoint file; throws checkpoint_error if it is not one.
+// The header (version 1) or trailer (version 2) of a checkpoint file; throws checkpoint_error
+// if it is not one.
 inline checkpoint_info read_checkpoint_info(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) detail::bad_checkpoint(path, "cannot be opened");
   unsigned char header[detail::checkpoint_header_bytes];
   in.read(reinterpret_cast<char*>(header), sizeof header);
-  if (in.gcount() != static_cast<std::streamsize>(sizeof header))
-    detail::bad_checkpoint(path, "is truncated: it ends inside its " + std::to_string(sizeof header) + "-byte header (" +
-                                     std::to_string(in.gcount()) + " bytes)");
-  if (std::memcmp(header, detail::checkpoint_magic, 8) != 0) detail::bad_checkpoint(path, "is not a tp checkpoint (its first bytes are not TPCKPT)");
-  return {path, detail::get_le<std::int64_t>(header + 32), detail::get_le<std::int64_t>(header + 40),
-          detail::get_le<std::int64_t>(header + 24), detail::get_le<std::uint64_t>(header + 8),
-          detail::get_le<std::uint32_t>(header + 16)};
+  const auto got = static_cast<std::size_t>(in.gcount());
+  if (got >= 8 && std::memcmp(header, detail::checkpoint_magic, 8) == 0) {
+    if (got != sizeof header)
+      detail::bad_checkpoint(path, "is truncated: it ends inside its " + std::to_string(sizeof header) + "-byte header (" + std::to_string(got) + " bytes)");
+    return {path, detail::get_le<std::int64_t>(header + 32), detail::get_le<std::int64_t>(header + 40), detail::get_le<std::int64_t>(header + 24),
+            detail::get_le<std::uint64_t>(header + 8), detail::get_le<std::uint32_t>(header + 16), 1};
+  }
+  if (got < 4 || std::memcmp(header, "PK\3\4", 4) != 0)
+    detail::bad_checkpoint(path, "is not a tp checkpoint (it is neither a zip as torch.save writes nor starts with TPCKPT)");
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  std::string trailer(detail::checkpoint_trailer_bytes, '\0');
+  if (!ec && size >= trailer.size()) {
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(size - trailer.size()));
+    in.read(trailer.data(), static_cast<std::streamsize>(trailer.size()));
+  }
+  auto info = detail::parse_checkpoint_trailer(trailer);
+  if (!info)
+    detail::bad_checkpoint(path, "is truncated, or not a tp checkpoint: it has no tp trailer at its end (a torch.save file of a "
+                                 "model's state_dict loads with tp::load_state_dict)");
+  info->path = path;
+  if (size != info->payload_bytes + detail::checkpoint_trailer_bytes)
+    detail::bad_checkpoint(path, "is damaged: it holds " + std::to_string(size) + " bytes but its trailer says " +
+                                     std::to_string(info->payload_bytes + detail::checkpoint_trailer_bytes));
+  return *info;
 }
 
-// The payload of a checkpoint, checked whole: throws checkpoint_error saying what is wrong.
+// The bytes a checkpoint's state is read from, checked whole (size and checksum): the LibTorch
+// archive after a version 1 header, the whole file of version 2. Throws checkpoint_error saying
+// what is wrong.
 inline std::string read_checkpoint_payload(const std::filesystem::path& path) {
   const auto info = read_checkpoint_info(path);
   std::error_code ec;
   const auto file_size = std::filesystem::file_size(path, ec);
-  const auto expected = detail::checkpoint_header_bytes + info.payload_bytes;
+  const auto start = info.file_version == 1 ? detail::checkpoint_header_bytes : 0;
+  const auto expected = info.file_version == 1 ? start + info.payload_bytes : info.payload_bytes + detail::checkpoint_trailer_bytes;
   if (ec || file_size != expected)
     detail::bad_checkpoint(path, "is truncated: it holds " + std::to_string(file_size) + " bytes but its header says " + std::to_string(expected));
   std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(detail::checkpoint_header_bytes));
-  std::string payload(info.payload_bytes, '\0');
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string payload(expected - start, '\0');
   in.read(payload.data(), static_cast<std::streamsize>(payload.size()));
   if (in.gcount() != static_cast<std::streamsize>(payload.size())) detail::bad_checkpoint(path, "could not be read whole");
-  if (detail::crc32c(payload.data(), payload.size()) != info.payload_crc32c)
+  if (detail::crc32c(payload.data(), info.payload_bytes) != info.payload_crc32c)
     detail::bad_checkpoint(path, "is corrupt: its checksum does not match its content");
   return payload;
 }
@@ -154,18 +228,20 @@ inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoi
 // Saves a trainer's whole state to `path`.
 template <class Trainer>
 checkpoint_info save_checkpoint(Trainer& trainer, const std::filesystem::path& path) {
-  torch::serialize::OutputArchive archive;
-  trainer.save_state(archive);
-  return write_checkpoint(path, archive, trainer.global_step(), trainer.epoch_num());
+  return write_checkpoint(path, trainer.state_dict(), trainer.global_step(), trainer.epoch_num());
 }
 
 namespace detail {
 template <class Trainer>
 void load_checkpoint_payload(Trainer& trainer, const std::filesystem::path& path, const std::string& payload) {
-  torch::serialize::InputArchive archive;
   try {
-    archive.load_from(payload.data(), payload.size());
-    trainer.load_state(archive);
+    if (read_checkpoint_info(path).file_version == 1) {
+      torch::serialize::InputArchive archive;
+      archive.load_from(payload.data(), payload.size());
+      trainer.load_state(archive);
+    } else {
+      trainer.load_state_dict(read_torch_save(payload, path.string()), path.string());
+    }
   } catch (const checkpoint_error& e) {
     bad_checkpoint(path, "does not fit this trainer: " + std::string(e.what()));
   } catch (const c10::Error& e) {
@@ -210,12 +286,45 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
   return std::nullopt;
 }
 
+// A checkpoint's model weights by name, without a module to load them into (tp-export writes
+// them as a state_dict file).
+inline std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path) {
+  const auto payload = read_checkpoint_payload(path);
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+  try {
+    if (read_checkpoint_info(path).file_version == 2) {
+      const auto content = detail::read_torch_save(payload, path.string());
+      for (const auto& [key, value] : detail::state_dict_in(content, path.string()).entries()) {
+        if (key.type() != detail::py_value::kind::string || value.type() != detail::py_value::kind::tensor)
+          detail::bad_checkpoint(path, "has a state_dict entry that is not a tensor by name");
+        weights.emplace_back(key.as_string(), value.tensor());
+      }
+      return weights;
+    }
+    torch::serialize::InputArchive archive, model;
+    archive.load_from(payload.data(), payload.size());
+    detail::read_archive(archive, "model", model);
+    const auto names = detail::read_value(model, "names");
+    if (!names.isString()) detail::bad_checkpoint(path, "has no list of tensor names");
+    std::stringstream lines(names.toStringRef());
+    for (std::string name; std::getline(lines, name);)
+      weights.emplace_back(name, detail::read_tensor(model, "t" + std::to_string(weights.size())));
+  } catch (const c10::Error& e) {
+    detail::bad_checkpoint(path, "cannot be read: " + std::string(e.what_without_backtrace()));
+  }
+  return weights;
+}
+
 // Loads only the model from a checkpoint (for inference): its parameters and buffers, checked
 // by name, shape and type.
 inline void load_model(const std::filesystem::path& path, torch::nn::Module& module) {
   const auto payload = read_checkpoint_payload(path);
-  torch::serialize::InputArchive archive, model;
   try {
+    if (read_checkpoint_info(path).file_version == 2) {
+      load_state_dict(module, detail::read_torch_save(payload, path.string()), StateDictOptions(), path.string());
+      return;
+    }
+    torch::serialize::InputArchive archive, model;
     archive.load_from(payload.data(), payload.size());
     detail::read_archive(archive, "model", model);
     detail::load_module(model, module);

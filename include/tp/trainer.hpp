@@ -245,11 +245,18 @@ class Trainer {
   void save_state(torch::serialize::OutputArchive& archive) { detail::trainer_state<Trainer>::save(*this, archive); }
   // Loads what save_state wrote; the next train() goes on from there. Call it before train(),
   // or from a setup hook. A state that does not fit this trainer (another model, optimizer or
-  // set of stateful callbacks) throws tp::checkpoint_error naming the part; the trainer may then
-  // be partly loaded, and a later successful load_state overwrites all of it.
+  // set of stateful callbacks) throws tp::checkpoint_error naming the part, and leaves the model,
+  // optimizers and loop as they were.
   void load_state(torch::serialize::InputArchive& archive) {
     if (looping_) throw std::logic_error("tp::Trainer::load_state: called while training; call it before train() or from a setup hook");
     detail::trainer_state<Trainer>::load(*this, archive);
+  }
+  // The same state as the dictionary a checkpoint file holds (Python's torch.load returns it),
+  // and back from what detail::read_torch_save read of one; `source` names it in errors.
+  c10::impl::GenericDict state_dict() { return detail::trainer_state<Trainer>::to_dict(*this); }
+  void load_state_dict(const detail::py_value& saved, const std::string& source) {
+    if (looping_) throw std::logic_error("tp::Trainer::load_state_dict: called while training; call it before train() or from a setup hook");
+    detail::trainer_state<Trainer>::from_dict(*this, saved, source);
   }
 
   // --- parts --------------------------------------------------------------------------------

@@ -155,6 +155,23 @@ inline void load_named(InputArchive& archive, const named_tensors& tensors) {
   for (std::size_t i = 0; i < saved.size(); ++i) tensors[i].second.copy_(saved[i]);
 }
 
+// An archive's bytes (LibTorch writes a zip), as a string and as a uint8 tensor (how a
+// checkpoint's dictionary carries an archive: Python sees a tensor it need not understand).
+inline std::string archive_bytes_string(OutputArchive& archive) {
+  std::string bytes;
+  archive.save_to([&](const void* data, std::size_t n) -> std::size_t {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  return bytes;
+}
+inline torch::Tensor archive_bytes(OutputArchive& archive) {
+  const auto bytes = archive_bytes_string(archive);
+  auto tensor = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(tensor.data_ptr<std::uint8_t>()));
+  return tensor;
+}
+
 inline void save_module(OutputArchive& archive, const torch::nn::Module& module) { save_named(archive, module_tensors(module)); }
 inline void load_module(InputArchive& archive, torch::nn::Module& module) { load_named(archive, module_tensors(module)); }
 

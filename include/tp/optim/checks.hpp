@@ -28,19 +28,24 @@ inline void check_beta(const char* optimizer, const char* option, double value) 
     throw std::invalid_argument(std::string("tp::optim::") + optimizer + ": " + option + " must be in [0, 1), got " + std::to_string(value));
 }
 
-// The state of parameter p, made by init(fresh) at its first step. LibTorch keys the states
-// by the parameter's TensorImpl: as a string up to 2.0, as a pointer after.
-template <class State, class States, class Init>
-State& state_of(States& states, const torch::Tensor& p, Init&& init) {
+// The key of parameter p in an optimizer's state map. LibTorch keys the states by the
+// parameter's TensorImpl: as a string up to 2.0, as a pointer after.
+template <class States>
+typename std::remove_cvref_t<States>::key_type param_state_key(const States&, const torch::Tensor& p) {
   using key_type = typename std::remove_cvref_t<States>::key_type;
-  key_type key;
   if constexpr (std::is_same_v<key_type, std::string>) {
     std::ostringstream text;  // as LibTorch 1.13 writes it
     text << p.unsafeGetTensorImpl();
-    key = text.str();
+    return text.str();
   } else {
-    key = p.unsafeGetTensorImpl();
+    return p.unsafeGetTensorImpl();
   }
+}
+
+// The state of parameter p, made by init(fresh) at its first step.
+template <class State, class States, class Init>
+State& state_of(States& states, const torch::Tensor& p, Init&& init) {
+  const auto key = param_state_key(states, p);
   auto found = states.find(key);
   if (found == states.end()) {
     auto fresh = std::make_unique<State>();

@@ -1,0 +1,170 @@
+#pragma once
+// Weights and optimizer state across the Python border, in the files Python itself writes:
+//
+//   torch.save(model.state_dict(), "net.pt")        ->  tp::load_state_dict(*net, "net.pt")
+//   tp::save_state_dict(*net, "net.pt")             ->  model.load_state_dict(torch.load("net.pt"))
+//   torch.save(optimizer.state_dict(), "opt.pt")    ->  tp::load_optimizer_state(optimizer, "opt.pt")
+//
+// A module's names are LibTorch's (conv1.weight, features.0.bias), which are Python's for a
+// module of the same structure. Loading follows Python's load_state_dict: with strict (the
+// default) a missing or unexpected key is an error, and a shape mismatch always is; every
+// problem is listed in one error, and nothing is loaded unless everything fits. A file whose
+// content is a dictionary with a "state_dict" entry (a Lightning or tp checkpoint) gives that
+// entry; StateDictOptions().prefix("model.") takes the keys of one submodule, without it.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Dict.h>
+#include <torch/arg.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <tp/checkpoint_error.hpp>
+#include <tp/detail/archive.hpp>
+#include <tp/detail/atomic_file.hpp>
+#include <tp/detail/python_pickle.hpp>
+#include <tp/optim/torch_optim_state.hpp>
+
+namespace tp {
+
+struct StateDictOptions {
+  // Missing and unexpected keys are errors (Python's strict=True); without, they are reported.
+  TORCH_ARG(bool, strict) = true;
+  // Only the file's keys that start with this are read, without it ("model." for the module a
+  // LightningModule keeps as self.model).
+  TORCH_ARG(std::string, prefix);
+
+ public:
+  StateDictOptions() = default;
+};
+
+// What a non-strict load left out, by name (Python's _IncompatibleKeys).
+struct state_dict_report {
+  std::vector<std::string> missing_keys;     // the module's, not in the file
+  std::vector<std::string> unexpected_keys;  // the file's, not in the module
+};
+
+// The module's parameters and buffers by name, as Python's state_dict() has them.
+inline c10::impl::GenericDict state_dict_of(const torch::nn::Module& module) {
+  c10::Dict<std::string, torch::Tensor> all;
+  for (const auto& [name, tensor] : detail::module_tensors(module)) all.insert(name, tensor.detach());
+  return c10::impl::toGenericDict(all);
+}
+
+namespace detail {
+
+// Writes a value as torch.save would, atomically.
+inline void write_torch_save(const std::filesystem::path& path, const c10::IValue& value) {
+  const auto bytes = torch::jit::pickle_save(value);
+  atomic_file_writer file(path);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
+}
+
+// The state_dict in a torch.save file's content: the content itself, or its "state_dict".
+inline const py_value& state_dict_in(const py_value& content, const std::string& source) {
+  if (content.is_dict()) {
+    if (const auto* inner = content.find("state_dict"); inner && inner->is_dict()) return *inner;
+    bool tensors = true;
+    for (const auto& [key, value] : content.entries()) tensors = tensors && key.type() == py_value::kind::string && value.type() == py_value::kind::tensor;
+    if (tensors) return content;
+  }
+  throw checkpoint_error(source + " holds " + content.describe() +
+                         ", not a state_dict (a dict of tensors by name, as torch.save(model.state_dict()) writes) "
+                         "nor a checkpoint with a 'state_dict' entry");
+}
+
+inline std::string some_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (std::size_t i = 0; i < names.size() && i < 8; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 8) text += " and " + std::to_string(names.size() - 8) + " more";
+  return text;
+}
+
+}  // namespace detail
+
+// Loads a state_dict (see detail::state_dict_in) from what detail::read_torch_save read;
+// `source` names it in errors. Throws checkpoint_error; nothing is loaded then.
+inline state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
+                                         const std::string& source) {
+  const auto& saved = detail::state_dict_in(content, source);
+  std::map<std::string, const torch::Tensor*> in_file;
+  std::vector<std::string> not_tensors;
+  for (const auto& [key, value] : saved.entries()) {
+    if (key.type() != detail::py_value::kind::string) throw checkpoint_error(source + ": its state_dict has a key that is " + key.describe());
+    const auto& name = key.as_string();
+    if (!name.starts_with(options.prefix())) continue;
+    if (value.type() != detail::py_value::kind::tensor) not_tensors.push_back(name + " (" + value.describe() + ")");
+    else in_file[name.substr(options.prefix().size())] = &value.tensor();
+  }
+  state_dict_report report;
+  std::vector<std::string> shapes;
+  const auto mine = detail::module_tensors(module);
+  std::map<std::string, const torch::Tensor*> unused = in_file;
+  for (const auto& [name, tensor] : mine) {
+    const auto found = in_file.find(name);
+    if (found == in_file.end()) {
+      report.missing_keys.push_back(name);
+      continue;
+    }
+    if (found->second->sizes() != tensor.sizes())
+      shapes.push_back(name + " is " + c10::str(found->second->sizes()) + " in the file but " + c10::str(tensor.sizes()) + " here");
+    unused.erase(name);
+  }
+  for (const auto& [name, tensor] : unused) report.unexpected_keys.push_back(options.prefix() + name);
+  std::string problems;
+  if (!not_tensors.empty()) problems += " entries that are not tensors: " + detail::some_names(not_tensors) + ";";
+  if (!shapes.empty()) problems += " shapes that differ: " + detail::some_names(shapes) + ";";
+  if (options.strict() && !report.missing_keys.empty()) problems += " missing keys: " + detail::some_names(report.missing_keys) + ";";
+  if (options.strict() && !report.unexpected_keys.empty()) problems += " unexpected keys: " + detail::some_names(report.unexpected_keys) + ";";
+  if (!problems.empty())
+    throw checkpoint_error(source + " does not fit this model (nothing was loaded):" + problems +
+                           " build the module as the one that saved it (its names are LibTorch's register_module names)" +
+                           (options.prefix().empty() ? ", or take one submodule's keys with StateDictOptions().prefix(\"model.\")" : ""));
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : mine)
+    if (const auto found = in_file.find(name); found != in_file.end()) tensor.copy_(*found->second);  // converts the type, as Python's copy_
+  return report;
+}
+
+// Loads a torch.save file's state_dict into `module`.
+inline state_dict_report load_state_dict(torch::nn::Module& module, const std::filesystem::path& path, const StateDictOptions& options = {}) {
+  return load_state_dict(module, detail::read_torch_save(path), options, path.string());
+}
+
+// Writes the module's state_dict as torch.save(model.state_dict(), path) would.
+inline void save_state_dict(const torch::nn::Module& module, const std::filesystem::path& path) {
+  detail::write_torch_save(path, state_dict_of(module));
+}
+
+// Writes the optimizer's state as torch.save(optimizer.state_dict(), path) would; an optimizer
+// without a torch.optim twin is an error (optim/torch_optim_state.hpp).
+inline void save_optimizer_state(const torch::optim::Optimizer& optimizer, const std::filesystem::path& path) {
+  const auto state = optim::to_torch_optim_state(optimizer);
+  if (!state)
+    throw std::invalid_argument("tp::save_optimizer_state: this optimizer has no torch.optim twin (tp writes SGD, Adam, AdamW, Adagrad, "
+                                "RMSprop, NAdam and RAdam); save it with LibTorch's torch::save(optimizer, path)");
+  detail::write_torch_save(path, *state);
+}
+
+// Loads torch.optim state into `optimizer`: a torch.save(optimizer.state_dict()) file, or the
+// index-th of a checkpoint's optimizer_states (Lightning's and tp's). All or nothing.
+inline void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::filesystem::path& path, std::size_t index = 0) {
+  const auto content = detail::read_torch_save(path);
+  const auto* listed = content.is_dict() ? content.find("optimizer_states") : nullptr;
+  if (listed && listed->type() == detail::py_value::kind::list) {
+    if (index >= listed->items().size())
+      throw checkpoint_error(path.string() + " holds " + std::to_string(listed->items().size()) + " optimizer states; asked for number " +
+                             std::to_string(index));
+    optim::load_torch_optim_state(optimizer, listed->items()[index], path.string());
+  } else {
+    optim::load_torch_optim_state(optimizer, content, path.string());
+  }
+}
+
+}  // namespace tp
