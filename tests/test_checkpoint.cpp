@@ -151,6 +151,51 @@ TEST(Resume, ACheckpointOfAnotherModelIsAnErrorNamingTheTensor) {
   expect_bitwise_equal(weights_of(other), before);  // nothing was changed
 }
 
+// A checkpoint whose model fits but whose optimizer does not (Adam's state into SGD) is refused
+// after the model has been read: the trainer keeps its own model and optimizer all the same.
+TEST(Resume, AnOptimizerThatDoesNotFitLeavesTheModelAsItWas) {
+  TempDir dir("resume_other_optimizer");
+  auto adam_desc = tp::model_desc([] { return MlpHolder(); })
+                       .tower_function([](const tp::TowerContext&, MlpHolder& m, const Batch& b) { return torch::mse_loss(m->forward(b.data), b.target); })
+                       .optimizer([](MlpHolder& m) { return torch::optim::Adam(m->parameters(), torch::optim::AdamOptions(0.01)); });
+  tp::Trainer adam(tp::FeedInput(tp_test::mlp_flow()), std::move(adam_desc), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(7).max_epoch(1));
+  adam.train();
+  tp::save_checkpoint(adam, dir.path / "adam.ckpt");
+  auto sgd = mlp_trainer(1);
+  const auto before = weights_of(sgd);
+  try {
+    tp::load_checkpoint(sgd, dir.path / "adam.ckpt");
+    FAIL() << "loaded Adam's state into SGD";
+  } catch (const tp::checkpoint_error& e) {
+    EXPECT_NE(std::string(e.what()).find("which SGD's has: the file is another optimizer's state"), std::string::npos) << e.what();
+  }
+  expect_bitwise_equal(weights_of(sgd), before);
+  EXPECT_EQ(sgd.global_step(), 0);
+}
+
+// The input's position is a count of this layout's batches: a checkpoint of two towers is
+// refused by one, naming both layouts, before anything is loaded.
+TEST(Resume, AnotherLayoutIsRefusedNamingBoth) {
+  TempDir dir("resume_layout");
+  tp::Trainer two(tp::FeedInput(tp_test::mlp_flow()), tp_test::mlp_desc(), tp::Replicated<>::cpu(2), tp::TrainOptions().steps_per_epoch(2).max_epoch(1));
+  two.train();
+  tp::save_checkpoint(two, dir.path / "two.ckpt");
+  auto one = mlp_trainer(1);
+  const auto before = weights_of(one);
+  try {
+    tp::load_checkpoint(one, dir.path / "two.ckpt");
+    FAIL() << "resumed two towers' position on one";
+  } catch (const tp::checkpoint_error& e) {
+    EXPECT_NE(std::string(e.what()).find("was written by 1 process taking 2 batches per step each; this run has 1 process taking 1 batch "
+                                         "per step each"),
+              std::string::npos)
+        << e.what();
+  }
+  expect_bitwise_equal(weights_of(one), before);
+  // Its weights still start a new run.
+  tp::load_model(dir.path / "two.ckpt", *one.model_module());
+}
+
 namespace {
 struct LoadInStep {
   void after_step(auto& trainer) {

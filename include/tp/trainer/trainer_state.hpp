@@ -11,6 +11,8 @@
 //   epoch, global_step      where the loop was
 //   tp/format, tp/state     3, and the rest as a LibTorch archive (below, without model and
 //                           optimizers)
+//   tp/layout               processes, and batches each takes per step (towers x micro-batches):
+//                           a resumable input's position holds only on that layout
 //
 // In memory (save, load: Trainer::save_state) it is one LibTorch archive:
 //
@@ -95,6 +97,10 @@ struct trainer_state {
     auto own = optim::detail::new_dict();
     own.insert("format", dict_state_format);
     own.insert("state", archive_bytes(rest));
+    auto layout = optim::detail::new_dict();
+    layout.insert("processes", std::int64_t{t.process_count()});
+    layout.insert("batches_per_step", std::int64_t{batches_per_step(t)});
+    own.insert("layout", layout);
     all.insert("tp", own);
     return all;
   }
@@ -126,6 +132,7 @@ struct trainer_state {
     if (format->as_int() != dict_state_format)
       throw checkpoint_error(source + " has format " + std::to_string(format->as_int()) + "; this tp reads format " +
                              std::to_string(dict_state_format));
+    check_layout(t, *own, source);
     torch::serialize::InputArchive rest;
     const auto bytes = state->tensor().contiguous();
     rest.load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(bytes.numel()));
@@ -159,6 +166,39 @@ struct trainer_state {
   }
 
  private:
+  // Batches one process takes per step (towers times micro-batches), 1 when the policy cannot say.
+  static std::int64_t batches_per_step(const Trainer& t) {
+    if constexpr (counts_batches<typename Trainer::replicas_type>) return t.replicas_.batches_per_step();
+    else return 1;
+  }
+
+  // The input's position is a count of batches of this process's shard, which means something
+  // only on the layout that wrote it: on another number of processes or batches per step, a
+  // resumed run would train some examples twice and skip others. Refused, naming both layouts,
+  // until positions are kept in the pass's global order.
+  static void check_layout(const Trainer& t, const py_value& own, const std::string& source) {
+    if constexpr (resumable_input<typename Trainer::input_type>) {
+      const auto* layout = own.find("layout");
+      if (!layout || !layout->is_dict()) return;  // written before tp recorded layouts
+      const auto* processes = layout->find("processes");
+      const auto* per_step = layout->find("batches_per_step");
+      if (!processes || processes->type() != py_value::kind::integer || !per_step || per_step->type() != py_value::kind::integer)
+        throw checkpoint_error(source + " has a layout without whole counts of processes and batches per step");
+      const std::int64_t here_processes = t.process_count(), here_per_step = batches_per_step(t);
+      if (processes->as_int() == here_processes && per_step->as_int() == here_per_step) return;
+      auto describe = [](std::int64_t p, std::int64_t b) {
+        return std::to_string(p) + (p == 1 ? " process" : " processes") + " taking " + std::to_string(b) +
+               (b == 1 ? " batch" : " batches") + " per step each";
+      };
+      throw checkpoint_error(source + " was written by " + describe(processes->as_int(), per_step->as_int()) + "; this run has " +
+                             describe(here_processes, here_per_step) +
+                             ". tp cannot yet move the input's position to another layout (examples would be trained twice or "
+                             "skipped): resume with the layout that wrote it (tp-run -n " + std::to_string(processes->as_int()) +
+                             ", the same towers and accumulation), or start afresh in another log folder from its weights "
+                             "(tp-export --state-dict, then tp::load_state_dict)");
+    }
+  }
+
   // The state beside the model and optimizers, in the archive's keys above.
   static void save_rest(Trainer& t, torch::serialize::OutputArchive& archive) {
     t.position_.save(archive);
