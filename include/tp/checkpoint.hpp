@@ -45,7 +45,6 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <tp/detail/archive.hpp>
 #include <tp/detail/atomic_file.hpp>
@@ -133,12 +132,12 @@ inline std::optional<checkpoint_info> parse_checkpoint_trailer(std::string_view 
 // zip, with tp's trailer as its comment.
 inline checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
                                         std::int64_t epoch_num) {
-  auto bytes = torch::jit::pickle_save(content);
+  auto bytes = detail::torch_save_bytes(content);
   // The zip ends with its 22-byte end-of-directory record, whose last two bytes are the comment's
   // length (LibTorch writes none).
   const auto n = bytes.size();
   if (n < 22 || std::memcmp(bytes.data() + n - 22, "PK\5\6", 4) != 0 || bytes[n - 2] != 0 || bytes[n - 1] != 0)
-    throw std::logic_error("tp::write_checkpoint: LibTorch's pickle_save did not end its zip as tp expects (an end-of-directory record "
+    throw std::logic_error("tp::write_checkpoint: LibTorch's zip writer did not end its zip as tp expects (an end-of-directory record "
                            "without a comment); this LibTorch is not supported for checkpoints");
   bytes[n - 2] = static_cast<char>(detail::checkpoint_trailer_bytes & 0xff);
   bytes[n - 1] = static_cast<char>(detail::checkpoint_trailer_bytes >> 8);

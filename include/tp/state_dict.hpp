@@ -20,7 +20,6 @@
 
 #include <ATen/core/Dict.h>
 #include <torch/arg.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
@@ -60,7 +59,7 @@ namespace detail {
 
 // Writes a value as torch.save would, atomically.
 inline void write_torch_save(const std::filesystem::path& path, const c10::IValue& value) {
-  const auto bytes = torch::jit::pickle_save(value);
+  const auto bytes = detail::torch_save_bytes(value);
   atomic_file_writer file(path);
   file.write(bytes.data(), bytes.size());
   file.commit();

@@ -7,7 +7,8 @@
 // The file is untrusted: every read is bounds-checked, nothing recurses on the file's depth, and
 // whatever is wrong throws checkpoint_error naming the file and the byte. Globals this reader
 // does not know (Lightning's AttributeDict, argparse.Namespace, numpy scalars) become opaque
-// objects, not errors, so that the tensors and dicts around them still read.
+// objects, not errors, so that the tensors and dicts around them still read. torch_save_bytes,
+// at the end, writes such files.
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -26,6 +27,7 @@
 
 #include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/types.h>
 
 #include <tp/checkpoint_error.hpp>
@@ -562,6 +564,35 @@ inline py_value read_torch_save(const std::filesystem::path& path) {
   in.seekg(0);
   if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw checkpoint_error(path.string() + ": cannot be read");
   return read_torch_save(bytes, path.string());
+}
+
+// The bytes torch.save would write for `value` (dicts, lists, tuples, numbers, strings, tensors).
+// LibTorch's pickle_save tags every dict and list with torch.jit._pickle.restore_type_tag, a
+// global that PyTorch 2.6's torch.load (weights_only by default) refuses; this pickler writes
+// them untagged, as Python's own pickler does.
+inline std::vector<char> torch_save_bytes(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* data, std::size_t n) { pickle.insert(pickle.end(), data, data + n); }, nullptr, nullptr,
+                              nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> bytes;
+  {
+    caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, std::size_t n) -> std::size_t {
+      bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
+      return n;
+    });
+    // The storages under the keys the pickle names them by (their order), then the pickle.
+    const auto& tensors = pickler.tensorData();
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const auto storage = torch::jit::getWriteableTensorData(tensors[i]);
+      zip.writeRecord("data/" + std::to_string(i), storage.data(), storage.sizeInBytes());
+    }
+    zip.writeRecord("data.pkl", pickle.data(), pickle.size());
+    zip.writeEndOfFile();
+  }
+  return bytes;
 }
 
 }  // namespace tp::detail
