@@ -569,7 +569,9 @@ inline py_value read_torch_save(const std::filesystem::path& path) {
 // The bytes torch.save would write for `value` (dicts, lists, tuples, numbers, strings, tensors).
 // LibTorch's pickle_save tags every dict and list with torch.jit._pickle.restore_type_tag, a
 // global that PyTorch 2.6's torch.load (weights_only by default) refuses; this pickler writes
-// them untagged, as Python's own pickler does.
+// them untagged, as Python's own pickler does. Lists must be lists of Any (GenericList with
+// AnyType): a c10::List<int64_t>, <double>, <bool> or <Tensor> pickles through
+// torch.jit._pickle.build_intlist and its kin, refused the same way.
 inline std::vector<char> torch_save_bytes(const c10::IValue& value) {
   std::vector<char> pickle;
   torch::jit::Pickler pickler([&](const char* data, std::size_t n) { pickle.insert(pickle.end(), data, data + n); }, nullptr, nullptr,

@@ -297,7 +297,9 @@ inline std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Optim
     for (const auto& group : optimizer.param_groups()) {
       auto g = detail::new_dict();
       family_t::write(g, static_cast<const typename family_t::options&>(group.options()));
-      c10::List<std::int64_t> params;
+      // A list of Any, not c10::List<int64_t>: LibTorch pickles the latter through
+      // torch.jit._pickle.build_intlist, which PyTorch 2.6's torch.load refuses.
+      c10::impl::GenericList params(c10::AnyType::get());
       for (const auto& p : group.params()) {
         const auto found = optimizer.state().find(detail::param_state_key(optimizer.state(), p));
         if (found != optimizer.state().end()) {
