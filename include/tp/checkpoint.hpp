@@ -293,7 +293,9 @@ inline std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(con
   try {
     if (read_checkpoint_info(path).file_version == 2) {
       const auto content = detail::read_torch_save(payload, path.string());
-      for (const auto& [key, value] : detail::state_dict_in(content, path.string()).entries()) {
+      const std::string source = path.string();  // named: g++ 14 takes a reference returned next to a temporary for a dangling one
+      const auto& saved = detail::state_dict_in(content, source);
+      for (const auto& [key, value] : saved.entries()) {
         if (key.type() != detail::py_value::kind::string || value.type() != detail::py_value::kind::tensor)
           detail::bad_checkpoint(path, "has a state_dict entry that is not a tensor by name");
         weights.emplace_back(key.as_string(), value.tensor());
