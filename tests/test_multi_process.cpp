@@ -325,6 +325,59 @@ TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) {
   EXPECT_EQ(bytes(dir.path / "killed.1"), bytes(dir.path / "reference.1"));
 }
 
+// --- resuming on another number of ranks ----------------------------------------------------------
+
+// The example ids that `world` ranks wrote to <out>.ids.<rank>, appended to `ids`.
+void read_ids(const std::string& out, int world, std::vector<long long>& ids) {
+  for (int r = 0; r < world; ++r) {
+    std::ifstream in(out + ".ids." + std::to_string(r));
+    ASSERT_TRUE(in) << out << ".ids." << r;
+    for (long long id; in >> id;) ids.push_back(id);
+  }
+}
+
+// `before` ranks train `steps_before` steps of batch 8 and checkpoint; `after` ranks resume from
+// there and train to the end of the pass (256 examples) at step `steps_total`. Across the
+// interruption, every example is trained on exactly once, and the resumed chief says what
+// changed in one line.
+void expect_resharded(int before, int steps_before, int after, int steps_total, const std::string& says) {
+  TempDir dir("reshard" + std::to_string(before) + std::to_string(after));
+  const std::vector<std::string> common{"--batch", "8", "--steps-per-epoch", "1", "--save-every", "1000", "--ids", "1", "--logdir", (dir.path / "log").string()};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  {
+    auto ranks = start_ranks(before, with({"--steps", std::to_string(steps_before), "--out", (dir.path / "a").string()}), tp::free_local_port());
+    for (auto& r : ranks) r.finish();
+    for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
+  }
+  auto ranks = start_ranks(after, with({"--steps", std::to_string(steps_total), "--out", (dir.path / "b").string()}), tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
+  EXPECT_NE(ranks[0].output.find("tp::ModelSaver: " + says + "\n"), std::string::npos) << ranks[0].output;
+  std::vector<long long> ids;
+  ASSERT_NO_FATAL_FAILURE(read_ids((dir.path / "a").string(), before, ids));
+  ASSERT_NO_FATAL_FAILURE(read_ids((dir.path / "b").string(), after, ids));
+  std::sort(ids.begin(), ids.end());
+  std::vector<long long> every(256);
+  for (long long i = 0; i < 256; ++i) every[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(ids, every) << "each of the pass's 256 examples exactly once";
+}
+
+TEST(MultiProcessReshard, TwoRanksThenOneSeeEveryExampleOnce) {
+  // 2 x 8 x 5 = 80 examples, then 22 steps of 8.
+  expect_resharded(2, 5, 1, 27, "resumed on 1 process x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8: global batch 16 -> 8");
+}
+TEST(MultiProcessReshard, OneRankThenTwoSeeEveryExampleOnce) {
+  // 8 x 6 = 48, then 13 steps of 2 x 8.
+  expect_resharded(1, 6, 2, 19, "resumed on 2 processes x 1 batch of 8 per step from a checkpoint of 1 process x 1 batch of 8: global batch 8 -> 16");
+}
+TEST(MultiProcessReshard, TwoRanksThenFourSeeEveryExampleOnce) {
+  // 80, then 176 / 4 = 44 each: five batches of 8 and one of 4.
+  expect_resharded(2, 5, 4, 11, "resumed on 4 processes x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8: global batch 16 -> 32");
+}
+
 // The newest checkpoint's global step in a folder of model-<step>.ckpt files (-1: none).
 long long newest_checkpoint(const fs::path& folder) {
   long long newest = -1;

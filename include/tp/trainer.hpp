@@ -258,6 +258,9 @@ class Trainer {
     if (looping_) throw std::logic_error("tp::Trainer::load_state_dict: called while training; call it before train() or from a setup hook");
     detail::trainer_state<Trainer>::from_dict(*this, saved, source);
   }
+  // What the last checkpoint loaded changed of the layout (processes, batches per step, batch),
+  // in one line; empty when it was the same.
+  const std::string& layout_change() const noexcept { return layout_change_; }
 
   // --- parts --------------------------------------------------------------------------------
   InputPolicy& input() noexcept { return input_; }
@@ -329,6 +332,7 @@ class Trainer {
   callbacks_type callbacks_;
   detail::loop_position position_;
   detail::loop_position::resume_point resume_;  // where a loaded state resumes within the starting epoch
+  std::string layout_change_;                   // what a loaded checkpoint changed of the layout
   detail::stop_arbiter stop_;
   train_outcome outcome_;
   bool looping_ = false;

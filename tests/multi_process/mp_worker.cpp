@@ -4,7 +4,7 @@
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
-//             [--scripted MODEL.pt]
+//             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -16,12 +16,15 @@
 // --optimizer: SGD with momentum (the default), tp::optim::NAdam or LAMB. --scripted: the model
 // is that TorchScript file (tp::ScriptedModule, inside a Sequential) instead of the C++ MLP.
 // --loss-scale: dynamic loss scaling from S (growth every 3 updates); it prints "loss scale X
-// after K skipped updates" at the end.
+// after K skipped updates" at the end. --ids 1: each rank writes the ids of the examples it
+// trained on (0-255, as text) to FILE.ids.<rank>: the resharding tests count them.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -34,6 +37,10 @@
 #include <torch/torch.h>
 
 namespace {
+
+// The ids of the examples this process trained on (the target's second column), when --ids.
+std::mutex ids_mutex;
+std::vector<long long> trained_ids;
 
 std::map<std::string, std::string> parse(int argc, char** argv) {
   std::map<std::string, std::string> flags;
@@ -72,7 +79,12 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
            return torch::nn::Sequential(torch::nn::Linear(6, 32), torch::nn::Tanh(), torch::nn::Linear(32, 1));
          })
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
-        return torch::mse_loss(m->forward(b.data), b.target);
+        {
+          std::lock_guard lock(ids_mutex);
+          const auto ids = b.target.select(1, 1).to(torch::kLong).contiguous();
+          trained_ids.insert(trained_ids.end(), ids.data_ptr<std::int64_t>(), ids.data_ptr<std::int64_t>() + ids.numel());
+        }
+        return torch::mse_loss(m->forward(b.data), b.target.slice(1, 0, 1));
       })
       .optimizer([optimizer](torch::nn::Sequential& m) { return make_optimizer(optimizer, m); }));
 }
@@ -105,8 +117,11 @@ int main(int argc, char** argv) try {
   torch::set_num_threads(1);
   torch::manual_seed(1);
   const auto x = torch::randn({256, 6});
-  const auto y = x.sum(1, true).sin();
-  const auto options = tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(5).max_epoch(static_cast<int>((steps + 4) / 5));
+  const auto y = torch::cat({x.sum(1, true).sin(), torch::arange(256).unsqueeze(1).to(torch::kFloat)}, 1);  // the target, and the id
+  const auto per_epoch = std::stoll(get("--steps-per-epoch", "5"));
+  const auto options = tp::TrainOptions().model_summary(false).intra_op_threads(-1).steps_per_epoch(per_epoch).max_epoch(
+      static_cast<int>((steps + per_epoch - 1) / per_epoch));
+  const bool write_ids = flags.count("--ids") > 0;
 
   if (flags.count("--single")) {
     const int world = std::stoi(flags["--single"]);
@@ -137,6 +152,10 @@ int main(int argc, char** argv) try {
       return outcome.exit_status();
     }
     write_weights(out + "." + std::to_string(env.rank), trainer.model());
+    if (write_ids) {
+      std::ofstream ids(out + ".ids." + std::to_string(env.rank));
+      for (const auto id : trained_ids) ids << id << "\n";
+    }
     std::printf("all-reduces %lld (%lld before a last micro-batch) in %lld steps of %zu buckets\n",
                 static_cast<long long>(trainer.replicas().gradient_all_reduces()),
                 static_cast<long long>(trainer.replicas().early_gradient_all_reduces()), static_cast<long long>(trainer.global_step()),

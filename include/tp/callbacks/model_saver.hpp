@@ -108,6 +108,7 @@ class ModelSaver {
     if (resumed_from_)
       *log_ << "tp::ModelSaver: resumed from " << resumed_from_->path.string() << " (global step " << resumed_from_->global_step
             << "); training goes on at epoch " << trainer.starting_epoch() << "\n";
+    if (resumed_from_ && !trainer.layout_change().empty() && trainer.is_chief()) *log_ << "tp::ModelSaver: " << trainer.layout_change() << "\n";
   }
   template <class Trainer>
   void after_step(Trainer& trainer) {

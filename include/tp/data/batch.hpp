@@ -101,6 +101,7 @@ class batched_view : public ranges::view_base {
   iterator begin() { return iterator(this); }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
+  std::int64_t batch_size() const noexcept { return size_; }
   // Batches in one pass, when the source can tell its length (data/length.hpp).
   std::optional<std::int64_t> items_per_pass() {
     const auto items = data::items_per_pass(source_);

@@ -9,6 +9,12 @@
 // With a sized source every rank gets the same number of datapoints, size / world_size (the
 // last few are left out of that pass), so that no rank runs short. The view adds no state of
 // its own: a resume restores the passes of the views beneath it (state.hpp).
+//
+// A pass can start part-way, at a place in the pass's global order (start_next_pass_at(g): the
+// first g datapoints, which ranks of some earlier layout consumed, are left out): rank r then
+// takes g + r, g + r + world_size, ... That is how a run resumed on another number of ranks goes
+// on at exactly the next unseen datapoint (data/pass_position.hpp).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -65,17 +71,27 @@ class sharded_view : public ranges::view_base {
   sharded_view(Source source, int rank, int world_size) : source_(std::move(source)), rank_(rank), world_size_(world_size) {}
 
   iterator begin() {
+    pass_start_ = std::exchange(next_pass_start_, 0);
     auto it = ranges::begin(source_);
     auto end = ranges::end(source_);
-    for (int k = 0; k < rank_ && !(it == end); ++k) ++it;
+    for (std::int64_t k = 0; k < pass_start_ + rank_ && !(it == end); ++k) ++it;
     std::optional<std::int64_t> limit;
-    if constexpr (ranges::sized_range<Source>) limit = static_cast<std::int64_t>(ranges::size(source_)) / world_size_;
+    if constexpr (ranges::sized_range<Source>)
+      limit = std::max<std::int64_t>(0, (static_cast<std::int64_t>(ranges::size(source_)) - pass_start_) / world_size_);
     return iterator(std::move(it), std::move(end), world_size_, limit);
   }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
   int rank() const noexcept { return rank_; }
   int world_size() const noexcept { return world_size_; }
+  // The next pass (begin()) leaves out the first `datapoints` of the global order; later passes
+  // start at 0 again.
+  void start_next_pass_at(std::int64_t datapoints) {
+    if (datapoints < 0) throw std::invalid_argument("tp::data::shard: a pass cannot start at " + std::to_string(datapoints));
+    next_pass_start_ = datapoints;
+  }
+  // Where the current pass started in the global order (0 unless start_next_pass_at said).
+  std::int64_t pass_start() const noexcept { return pass_start_; }
   // This rank's items in one pass, when the source can tell its length (data/length.hpp): as
   // begin() takes them (a sized source in equal shares, the rest dropped).
   std::optional<std::int64_t> items_per_pass() {
@@ -88,6 +104,7 @@ class sharded_view : public ranges::view_base {
  private:
   Source source_;
   int rank_ = 0, world_size_ = 1;
+  std::int64_t next_pass_start_ = 0, pass_start_ = 0;
 };
 
 struct shard {

@@ -1,13 +1,15 @@
 #pragma once
 // A dataflow's position, so that a resumed run sees exactly the data the interrupted one would
-// have seen.
+// have seen, on the layout that saved it or another.
 //
 // Across passes, a dataflow's only state is how many passes each of its seeded views has
 // started (a view's pass k is a pure function of its seed and k). save_state() collects those
 // counters, outermost view first, walking from view to source through `base()` (our views and
 // range-v3's have it); load_state() puts them back. Within a pass, an input policy counts the
-// batches it has handed out: `position` is both, and an input restores it by loading the state
-// and skipping that many batches of the pass.
+// batches it has handed out, and where that is in the pass's global order: the datapoints
+// consumed across all ranks (data/pass_position.hpp). An input restores a position by loading
+// the pass counters and starting the pass at that place in the global order, which holds on any
+// number of ranks and any batch size.
 #include <concepts>
 #include <cstdint>
 #include <stdexcept>
@@ -20,10 +22,16 @@ namespace tp::data {
 using dataflow_state = std::vector<std::uint64_t>;
 
 // Where an input policy is in its dataflow: the dataflow's state before the current pass began,
-// and how many batches of that pass have been consumed.
+// how many batches of that pass this process has consumed, and where that is in the pass's
+// global order (data/pass_position.hpp): the datapoints every rank together has consumed, on
+// how many ranks, in batches of how many. (datapoints -1: not known, a position saved before tp
+// kept it; such a position restores only on the layout that saved it.)
 struct position {
   dataflow_state flow;
   std::int64_t consumed = 0;
+  std::int64_t datapoints = -1;
+  int world_size = 1;
+  std::int64_t batch = 1;
   friend bool operator==(const position&, const position&) = default;
 };
 

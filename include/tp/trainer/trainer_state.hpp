@@ -11,8 +11,10 @@
 //   epoch, global_step      where the loop was
 //   tp/format, tp/state     3, and the rest as a LibTorch archive (below, without model and
 //                           optimizers)
-//   tp/layout               processes, and batches each takes per step (towers x micro-batches):
-//                           a resumable input's position holds only on that layout
+//   tp/layout               processes, batches each takes per step (towers x micro-batches), and
+//                           datapoints per batch: a run resumed on another layout says what
+//                           changed, and its input goes on at the same place in the pass's
+//                           global order (data/pass_position.hpp), or refuses, saying why
 //
 // In memory (save, load: Trainer::save_state) it is one LibTorch archive:
 //
@@ -22,7 +24,8 @@
 //   optimizer/N, .../count  every optimizer, with its hyperparameters
 //   loss_scaler             the loss scaler, when the tower has one
 //   rng/cpu, rng/cuda       the random generators
-//   input/flow, /consumed   the input's position in its dataflow (resumable inputs)
+//   input/flow, /consumed,  the input's position in its dataflow (resumable inputs), and in the
+//   input/global            pass's global order: datapoints, world size, batch
 //   callback/KEY#N, /keys   the callbacks' state, by name (trainer/callback_set.hpp)
 //
 // A state that does not fit throws checkpoint_error, and leaves the model, the optimizers and
@@ -31,6 +34,7 @@
 #include <concepts>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Dict.h>
@@ -63,7 +67,7 @@ struct trainer_state {
     save_module(model, *t.model_module());
     archive.write("model", model);
     std::int64_t count = 0;
-    t.replicas_.for_each_optimizer([&](auto& optimizer) {
+    for_each_kept_optimizer(t, [&](auto& optimizer) {
       torch::serialize::OutputArchive one;
       optimizer.save(one);
       archive.write("optimizer/" + std::to_string(count++), one);
@@ -76,7 +80,7 @@ struct trainer_state {
     auto all = optim::detail::new_dict();
     all.insert("state_dict", state_dict_of(*t.model_module()));
     c10::impl::GenericList optimizers(c10::AnyType::get());
-    t.replicas_.for_each_optimizer([&](auto& optimizer) {
+    for_each_kept_optimizer(t, [&](auto& optimizer) {
       const torch::optim::Optimizer* base = as_torch_optimizer(optimizer);
       if (auto in_python = base ? optim::to_torch_optim_state(*base) : std::nullopt) {
         optimizers.push_back(*in_python);
@@ -97,15 +101,18 @@ struct trainer_state {
     auto own = optim::detail::new_dict();
     own.insert("format", dict_state_format);
     own.insert("state", archive_bytes(rest));
+    const auto here = layout_of(t);
     auto layout = optim::detail::new_dict();
-    layout.insert("processes", std::int64_t{t.process_count()});
-    layout.insert("batches_per_step", std::int64_t{batches_per_step(t)});
+    layout.insert("processes", here.processes);
+    layout.insert("batches_per_step", here.batches_per_step);
+    layout.insert("batch", here.batch);
     own.insert("layout", layout);
     all.insert("tp", own);
     return all;
   }
 
   static void load(Trainer& t, torch::serialize::InputArchive& archive) {
+    t.layout_change_.clear();  // an archive in memory records no layout: it goes on as its own
     all_or_nothing(t, [&] {
       const auto format = read_int(archive, "tp/format");
       if (format != 1 && format != trainer_state_format)
@@ -132,7 +139,7 @@ struct trainer_state {
     if (format->as_int() != dict_state_format)
       throw checkpoint_error(source + " has format " + std::to_string(format->as_int()) + "; this tp reads format " +
                              std::to_string(dict_state_format));
-    check_layout(t, *own, source);
+    note_layout(t, *own, source);
     torch::serialize::InputArchive rest;
     const auto bytes = state->tensor().contiguous();
     rest.load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(bytes.numel()));
@@ -142,23 +149,24 @@ struct trainer_state {
       load_state_dict(*t.model_module(), saved, StateDictOptions(), source);
       std::size_t count = 0;
       t.replicas_.for_each_optimizer([&](auto& optimizer) {
-        if (count >= optimizers->items().size())
+        const auto index = optimizers_are_copies ? 0 : count++;
+        if (index >= optimizers->items().size())
           throw checkpoint_error("the checkpoint holds " + std::to_string(optimizers->items().size()) + " optimizers but this trainer has more");
-        const auto& one = optimizers->items()[count++];
+        const auto& one = optimizers->items()[index];
         const auto* own_archive = one.is_dict() ? one.find("libtorch_archive") : nullptr;
         if (own_archive && own_archive->type() == py_value::kind::tensor) {
           torch::serialize::InputArchive archive;
           const auto archive_data = own_archive->tensor().contiguous();
           archive.load_from(static_cast<const char*>(archive_data.data_ptr()), static_cast<std::size_t>(archive_data.numel()));
-          load_one_optimizer(optimizer, archive, count - 1);
+          load_one_optimizer(optimizer, archive, static_cast<std::int64_t>(index));
         } else if (torch::optim::Optimizer* base = as_torch_optimizer(optimizer)) {
-          optim::load_torch_optim_state(*base, one, "optimizer " + std::to_string(count - 1));
+          optim::load_torch_optim_state(*base, one, "optimizer " + std::to_string(index));
         } else {
-          throw checkpoint_error("the checkpoint's optimizer " + std::to_string(count - 1) +
+          throw checkpoint_error("the checkpoint's optimizer " + std::to_string(index) +
                                  " is in torch.optim's format, which this trainer's optimizer type cannot take");
         }
       });
-      if (count != optimizers->items().size())
+      if (!optimizers_are_copies && count != optimizers->items().size())
         throw checkpoint_error("the checkpoint holds " + std::to_string(optimizers->items().size()) + " optimizers but this trainer has " +
                                std::to_string(count));
       load_rest(t, rest, dict_state_format);
@@ -172,31 +180,43 @@ struct trainer_state {
     else return 1;
   }
 
-  // The input's position is a count of batches of this process's shard, which means something
-  // only on the layout that wrote it: on another number of processes or batches per step, a
-  // resumed run would train some examples twice and skip others. Refused, naming both layouts,
-  // until positions are kept in the pass's global order.
-  static void check_layout(const Trainer& t, const py_value& own, const std::string& source) {
-    if constexpr (resumable_input<typename Trainer::input_type>) {
-      const auto* layout = own.find("layout");
-      if (!layout || !layout->is_dict()) return;  // written before tp recorded layouts
-      const auto* processes = layout->find("processes");
-      const auto* per_step = layout->find("batches_per_step");
-      if (!processes || processes->type() != py_value::kind::integer || !per_step || per_step->type() != py_value::kind::integer)
-        throw checkpoint_error(source + " has a layout without whole counts of processes and batches per step");
-      const std::int64_t here_processes = t.process_count(), here_per_step = batches_per_step(t);
-      if (processes->as_int() == here_processes && per_step->as_int() == here_per_step) return;
-      auto describe = [](std::int64_t p, std::int64_t b) {
-        return std::to_string(p) + (p == 1 ? " process" : " processes") + " taking " + std::to_string(b) +
-               (b == 1 ? " batch" : " batches") + " per step each";
-      };
-      throw checkpoint_error(source + " was written by " + describe(processes->as_int(), per_step->as_int()) + "; this run has " +
-                             describe(here_processes, here_per_step) +
-                             ". tp cannot yet move the input's position to another layout (examples would be trained twice or "
-                             "skipped): resume with the layout that wrote it (tp-run -n " + std::to_string(processes->as_int()) +
-                             ", the same towers and accumulation), or start afresh in another log folder from its weights "
-                             "(tp-export --state-dict, then tp::load_state_dict)");
+  // What a step consumes: processes, batches each takes per step, datapoints per batch (0 when
+  // the input cannot say).
+  struct step_layout {
+    std::int64_t processes = 1, batches_per_step = 1, batch = 0;
+    bool operator==(const step_layout&) const = default;
+    std::string describe() const {
+      auto plural = [](std::int64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+      std::string text = plural(processes, "process", "processes") + " x " + plural(batches_per_step, "batch", "batches");
+      return batch > 0 ? text + " of " + std::to_string(batch) : text;
     }
+  };
+  static step_layout layout_of(Trainer& t) {
+    step_layout here{t.process_count(), batches_per_step(t), 0};
+    if constexpr (resumable_input<typename Trainer::input_type>) here.batch = t.input_.position().batch;
+    return here;
+  }
+
+  // The checkpoint's layout beside this run's: the line ModelSaver prints when they differ
+  // (t.layout_change_). Whether the input can go on at the same place in the pass's global
+  // order on this layout, its restore() decides (data/pass_position.hpp), in load_rest.
+  static void note_layout(Trainer& t, const py_value& own, const std::string& source) {
+    t.layout_change_.clear();
+    const auto* layout = own.find("layout");
+    if (!layout || !layout->is_dict()) return;  // written before tp recorded layouts
+    auto count = [&](const char* key, bool required) -> std::int64_t {
+      const auto* v = layout->find(key);
+      if (v && v->type() == py_value::kind::integer && v->as_int() >= 0) return v->as_int();
+      if (required) throw checkpoint_error(source + " has a layout without a whole count of " + key);
+      return 0;
+    };
+    const step_layout saved{count("processes", true), count("batches_per_step", true), count("batch", false)};
+    const auto here = layout_of(t);
+    if (saved == here) return;
+    t.layout_change_ = "resumed on " + here.describe() + " per step from a checkpoint of " + saved.describe();
+    if (saved.batch > 0 && here.batch > 0)
+      t.layout_change_ += ": global batch " + std::to_string(saved.processes * saved.batches_per_step * saved.batch) + " -> " +
+                          std::to_string(here.processes * here.batches_per_step * here.batch);
   }
 
   // The state beside the model and optimizers, in the archive's keys above.
@@ -213,6 +233,7 @@ struct trainer_state {
       const auto where = t.input_.position();
       archive.write("input/flow", c10::IValue(std::vector<std::int64_t>(where.flow.begin(), where.flow.end())));
       archive.write("input/consumed", c10::IValue(where.consumed));
+      archive.write("input/global", c10::IValue(std::vector<std::int64_t>{where.datapoints, where.world_size, where.batch}));
     }
     t.callbacks_.save_state(t, archive);
   }
@@ -228,7 +249,19 @@ struct trainer_state {
       data::position where;
       for (auto v : read_ints(archive, "input/flow")) where.flow.push_back(static_cast<std::uint64_t>(v));
       where.consumed = read_int(archive, "input/consumed");
-      t.input_.restore(where);
+      if (c10::IValue global; archive.try_read("input/global", global)) {  // absent before tp kept the global order
+        const auto v = global.toIntVector();
+        if (v.size() != 3) throw checkpoint_error("the checkpoint's input/global holds " + std::to_string(v.size()) + " numbers, not 3");
+        where.datapoints = v[0], where.world_size = static_cast<int>(v[1]), where.batch = v[2];
+      }
+      try {
+        t.input_.restore(where);
+      } catch (const std::invalid_argument& e) {
+        throw checkpoint_error("the input cannot go on where the checkpoint's run stopped" +
+                               (t.layout_change_.empty() ? std::string() : " (" + t.layout_change_ + ")") + ": " + e.what() +
+                               ". Resume on the layout that wrote it, or start afresh in another log folder from its weights "
+                               "(tp-export --state-dict, then tp::load_state_dict)");
+      }
     }
     t.callbacks_.load_state(t, archive, format);
     t.position_.global_step = saved.global_step;
@@ -240,13 +273,14 @@ struct trainer_state {
     std::int64_t count = 0;
     const auto saved_count = read_int(archive, "optimizer/count");
     t.replicas_.for_each_optimizer([&](auto& optimizer) {
-      if (count >= saved_count)
+      const auto index = optimizers_are_copies ? 0 : count++;
+      if (index >= saved_count)
         throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has more");
       torch::serialize::InputArchive one;
-      read_archive(archive, "optimizer/" + std::to_string(count), one);
-      load_one_optimizer(optimizer, one, count++);
+      read_archive(archive, "optimizer/" + std::to_string(index), one);
+      load_one_optimizer(optimizer, one, index);
     });
-    if (count != saved_count)
+    if (!optimizers_are_copies && count != saved_count)
       throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has " + std::to_string(count));
   }
 
@@ -258,6 +292,18 @@ struct trainer_state {
       throw checkpoint_error("the checkpoint's optimizer " + std::to_string(index) + " does not fit this trainer's (" +
                              e.what_without_backtrace() + "); build the optimizer as the run that saved it did");
     }
+  }
+
+  // The optimizers a checkpoint holds: every one, except where each tower's optimizer is a copy
+  // of the main tower's (Replicated: the same averaged gradients on the same weights). There it
+  // holds the main one, and loading gives it to every tower: one state serves any number of them.
+  static constexpr bool optimizers_are_copies = requires { Trainer::replicas_type::optimizer_per_tower; };
+  template <class F>
+  static void for_each_kept_optimizer(Trainer& t, F&& f) {
+    bool first = true;
+    t.replicas_.for_each_optimizer([&](auto& optimizer) {
+      if (!optimizers_are_copies || std::exchange(first, false)) f(optimizer);
+    });
   }
 
   // The optimizer as LibTorch's base class (through AnyOptimizer's get()), or null.
@@ -278,7 +324,7 @@ struct trainer_state {
     save_module(model, *t.model_module());
     before.write("model", model);
     std::int64_t count = 0;
-    t.replicas_.for_each_optimizer([&](auto& optimizer) {
+    for_each_kept_optimizer(t, [&](auto& optimizer) {
       torch::serialize::OutputArchive one;
       optimizer.save(one);
       before.write("optimizer/" + std::to_string(count++), one);

@@ -66,6 +66,10 @@ class Replicated : public detail::policy_base<Replicated<Comm>, /*FusesGradients
       this->names_ = detail::bucket_names(buckets_, detail::parameter_names(this->model(0)));
     }
 
+    // Every tower's optimizer steps on the same averaged gradients from the same weights: they
+    // are copies, and a checkpoint keeps the main one (trainer/trainer_state.hpp).
+    static constexpr bool optimizer_per_tower = true;
+
     model_type& main_model() { return this->model(0); }
     auto& optimizer(int tower = 0)
       requires detail::replicas_base<Tower>::has_optimizer

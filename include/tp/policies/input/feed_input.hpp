@@ -14,6 +14,7 @@
 #include <range/v3/range/traits.hpp>
 
 #include <tp/data/length.hpp>
+#include <tp/data/pass_position.hpp>
 #include <tp/data/state.hpp>
 #include <tp/precision.hpp>
 
@@ -47,19 +48,22 @@ class FeedInput {
   // Batches in channels-last order (set by the trainer when the tower asks for it).
   void channels_last(bool on) noexcept { channels_last_ = on; }
 
-  // Where the next batch will come from; restore() goes back there.
+  // Where the next batch will come from; restore() goes back there, on this layout or another
+  // (data/pass_position.hpp). A restore that throws changes nothing.
   data::position position() const {
-    if (!started_) return {data::save_state(*dataflow_), 0};
-    return {pass_start_, consumed_};
+    if (!started_) return data::position_in_pass(*dataflow_, data::save_state(*dataflow_), 0, 0);
+    return data::position_in_pass(*dataflow_, pass_start_, pass_started_at_, consumed_);
   }
   void restore(const data::position& where) {
+    data::check_movable(*dataflow_, where);
     data::load_state(*dataflow_, where.flow);
+    const auto skip = data::go_to(*dataflow_, where);
     advance_due_ = false;
-    start_pass();
-    for (; consumed_ < where.consumed; ++consumed_, ++position_)
+    start_pass(/*may_be_empty=*/true);  // a pass restored at its very end is empty: the next starts
+    for (; consumed_ < skip; ++consumed_, ++position_)
       if (position_ == end_)
         throw std::invalid_argument("tp::FeedInput::restore: the pass ended after " + std::to_string(consumed_) +
-                                    " batches, before the saved position (" + std::to_string(where.consumed) +
+                                    " batches, before the saved position (" + std::to_string(skip) +
                                     "); the dataflow is not the one the position was saved from");
   }
 
@@ -68,14 +72,15 @@ class FeedInput {
   Dataflow& dataflow() noexcept { return *dataflow_; }
 
  private:
-  void start_pass() {
+  void start_pass(bool may_be_empty = false) {
     pass_start_ = data::save_state(*dataflow_);
     position_ = ranges::begin(*dataflow_);
+    pass_started_at_ = data::pass_start(*dataflow_);
     end_ = ranges::end(*dataflow_);
     started_ = true;
     consumed_ = 0;
     ++passes_;
-    if (position_ == end_)
+    if (position_ == end_ && !may_be_empty)
       throw std::runtime_error(
           "tp::FeedInput: the dataflow gave no datapoint in pass " + std::to_string(passes_) +
           "; check that the dataset is not empty (and, with batch(n, drop_remainder), that it "
@@ -92,6 +97,7 @@ class FeedInput {
   bool channels_last_ = false;
   data::dataflow_state pass_start_;
   std::int64_t consumed_ = 0;
+  std::int64_t pass_started_at_ = 0;  // in the pass's global order (a resumed pass starts part-way)
   std::int64_t passes_ = 0;
   bool advance_due_ = false;
 };

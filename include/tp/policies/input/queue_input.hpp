@@ -28,6 +28,7 @@
 #include <range/v3/range/traits.hpp>
 
 #include <tp/data/length.hpp>
+#include <tp/data/pass_position.hpp>
 #include <tp/data/state.hpp>
 #include <tp/precision.hpp>
 
@@ -103,14 +104,20 @@ class QueueInput {
     auto& s = *state_;
     std::lock_guard lock(s.mutex);
     if (!s.consumed) return s.restored;
-    return {s.pass_starts.at(s.consumed->first), s.consumed->second};
+    const auto& pass = s.pass_starts.at(s.consumed->first);
+    // Reads only the views' settings, which the producer never changes.
+    return data::position_in_pass(s.dataflow, pass.counters, pass.started_at, s.consumed->second);
   }
-  // Drops what is queued and goes back to `where`.
+  // Drops what is queued and goes back to `where`, on this layout or another
+  // (data/pass_position.hpp). A restore that throws changes nothing but stopping the thread.
   void restore(const data::position& where) {
     stop();
     auto& s = *state_;
     std::lock_guard lock(s.mutex);
+    data::check_movable(s.dataflow, where);
     data::load_state(s.dataflow, where.flow);
+    s.skip = data::go_to(s.dataflow, where);
+    s.resuming = true;
     s.queue.clear();
     s.pending.reset();
     s.advance_due = false;
@@ -120,7 +127,6 @@ class QueueInput {
     s.consumed.reset();
     s.failure = nullptr;
     s.restored = where;
-    s.skip = where.consumed;
   }
 
   // Batches waiting in the queue (tensorpack monitors this to tell whether input is the
@@ -145,7 +151,8 @@ class QueueInput {
   };
 
   struct shared {
-    shared(Dataflow flow, std::size_t cap) : dataflow(std::move(flow)), capacity(cap), restored{data::save_state(dataflow), 0} {}
+    shared(Dataflow flow, std::size_t cap)
+        : dataflow(std::move(flow)), capacity(cap), restored(data::position_in_pass(dataflow, data::save_state(dataflow), 0, 0)) {}
 
     Dataflow dataflow;
     const std::size_t capacity;
@@ -163,9 +170,15 @@ class QueueInput {
     bool advance_due = false;     // `read` points at a batch already taken
     std::uint64_t pass = 0;
     std::int64_t offset = 0, skip = 0;
-    // For position(): the dataflow's state at the start of each pass not yet consumed, and
-    // the (pass, batches consumed in it) of the last batch popped.
-    std::map<std::uint64_t, data::dataflow_state> pass_starts;
+    bool resuming = false;  // the next pass is the one restore() went back into: it may be empty
+    // For position(): the dataflow's state at the start of each pass not yet consumed (and
+    // where in the global order it started), and the (pass, batches consumed in it) of the last
+    // batch popped.
+    struct pass_start {
+      data::dataflow_state counters;
+      std::int64_t started_at = 0;
+    };
+    std::map<std::uint64_t, pass_start> pass_starts;
     std::optional<std::pair<std::uint64_t, std::int64_t>> consumed;
     data::position restored;
   };
@@ -178,16 +191,19 @@ class QueueInput {
     auto start = data::save_state(s.dataflow);
     s.read.emplace(ranges::begin(s.dataflow));
     s.end.emplace(ranges::end(s.dataflow));
+    const auto started_at = data::pass_start(s.dataflow);
     ++s.pass;
     s.offset = 0;
-    if (*s.read == *s.end)
+    if (std::exchange(s.resuming, false)) {
+      // A pass restored at its very end is empty: the next one starts.
+    } else if (*s.read == *s.end)
       throw std::runtime_error("tp::QueueInput: the dataflow gave no datapoint in a whole pass; check that the "
                                "dataset is not empty (and, with batch(n, drop_remainder), that it holds at least n "
                                "datapoints)");
     for (; s.skip > 0; --s.skip, ++s.offset, ++*s.read)
       if (*s.read == *s.end) throw std::invalid_argument("tp::QueueInput::restore: the saved position is past the end of its pass; the dataflow is not the one the position was saved from");
     std::lock_guard lock(s.mutex);
-    s.pass_starts[s.pass] = std::move(start);
+    s.pass_starts[s.pass] = {std::move(start), started_at};
   }
 
   static void produce(shared& s) {
