@@ -546,6 +546,45 @@ TEST(TpRun, StartsTheRanksPrefixesTheirLinesAndReportsAFailure) {
   EXPECT_NE(usage.output.find("give the number of processes with -n N"), std::string::npos) << usage.output;
 }
 
+// The number of times `text` appears in `output`.
+std::size_t occurrences(const std::string& output, const std::string& text) {
+  std::size_t count = 0;
+  for (auto at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) ++count;
+  return count;
+}
+
+// --max-restarts: a rank killed mid-epoch brings every rank down, the job starts again from its
+// newest checkpoint, and ends with the bits of an uninterrupted run; a job that keeps failing
+// stops after K restarts with the failure's status.
+TEST(TpRun, AJobWhoseRankDiesStartsAgainFromItsCheckpointAndEndsWithTheUninterruptedBits) {
+  TempDir dir("tprun_restarts");
+  const auto flags = resume_flags(dir.path, {"--steps", "30", "--save-every", "4", "--timeout-ms", "3000"});
+  ASSERT_NO_FATAL_FAILURE(run_two_ranks(flags("reference", "reference")));
+  auto with_tp_run = [&](std::vector<std::string> worker_flags, const std::string& restarts) {
+    std::vector<std::string> args{TP_RUN, "-n", "2", "--grace", "10", "--max-restarts", restarts, TP_MP_WORKER};
+    args.insert(args.end(), worker_flags.begin(), worker_flags.end());
+    return args;
+  };
+  auto killed_flags = flags("restarted", "restarted");
+  killed_flags.insert(killed_flags.end(), {"--die-rank", "1", "--die-at", "14", "--die-once", (dir.path / "died").string()});
+  auto job = start(with_tp_run(killed_flags, "2"), {});
+  job.finish();
+  ASSERT_TRUE(job.succeeded()) << job.output;
+  EXPECT_EQ(occurrences(job.output, "tp-run: restart "), 1u) << job.output;
+  EXPECT_NE(job.output.find("tp-run: restart 1 of 2 (exit status 137): every rank starts again"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("[0] tp::ModelSaver: resumed from"), std::string::npos) << job.output;
+  EXPECT_EQ(bytes(dir.path / "restarted.0"), bytes(dir.path / "reference.0"));
+  EXPECT_EQ(bytes(dir.path / "restarted.1"), bytes(dir.path / "reference.1"));
+
+  auto dying_flags = flags("dying", "dying");
+  dying_flags.insert(dying_flags.end(), {"--die-rank", "1", "--die-at", "2"});
+  auto dying = start(with_tp_run(dying_flags, "1"), {});
+  dying.finish();
+  EXPECT_FALSE(dying.succeeded());
+  EXPECT_EQ(occurrences(dying.output, "tp-run: restart "), 1u) << dying.output;
+  EXPECT_EQ(WEXITSTATUS(dying.status), 137) << dying.output;
+}
+
 // A Ctrl-C at the terminal goes to the whole foreground process group: tp-run passes it on to
 // each rank once (a rank that got it twice would end at once), and every rank stops gracefully
 // after the same step.

@@ -12,6 +12,10 @@
 // --port: MASTER_PORT (default: $MASTER_PORT, else a free port); --addr: MASTER_ADDR (default:
 // $MASTER_ADDR, else 127.0.0.1). When a rank fails, the others get --grace seconds (default 30)
 // to notice and report it themselves (tp names the missing rank), then are terminated.
+// --max-restarts K (torchrun's flag): when a rank fails, and no stop signal was passed on, every
+// rank is stopped (after the grace) and the job starts again, at most K times, each restart said
+// in one line; the program goes on from its newest checkpoint (tp's ModelSaver resumes from its
+// folder), so a job that outlives a dying rank ends as an uninterrupted one would.
 // tp-run's flags come before the program; everything from the program on is the program's own.
 // A bad flag or value exits with status 2 and names it; --help lists the flags.
 #include <algorithm>
@@ -41,7 +45,7 @@ volatile std::sig_atomic_t pending_signal = 0;
 extern "C" void on_signal(int s) { pending_signal = s; }
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "tp-run: " << why << "\nusage: tp-run -n N [--port P] [--addr A] [--grace SECONDS] program [args...]\n";
+  std::cerr << "tp-run: " << why << "\nusage: tp-run -n N [--port P] [--addr A] [--grace SECONDS] [--max-restarts K] program [args...]\n";
   std::exit(2);
 }
 
@@ -50,6 +54,7 @@ struct options {
   int port = 0;  // 0: a free one
   std::string addr = "127.0.0.1";
   double grace = 30;
+  int max_restarts = 0;
   std::vector<std::string> command;  // the program and its arguments, as given
 };
 
@@ -82,6 +87,8 @@ options parse(int argc, char** argv) {
       ->default_str("a free port");
   app.add_option("--addr", o.addr, "MASTER_ADDR of the rendezvous")->envname("MASTER_ADDR");
   app.add_option("--grace", o.grace, "seconds the other ranks get to finish after one fails, before they are terminated")
+      ->check(at_least(0));
+  app.add_option("--max-restarts", o.max_restarts, "times the job starts again, from the program's newest checkpoint, when a rank fails")
       ->check(at_least(0));
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "tp-run: " + std::string(e.what()) + "\nrun tp-run --help for the flags\n";
@@ -120,29 +127,17 @@ void print_lines(int rank, Rank& r, const char* data, std::size_t n) {
 
 int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-}  // namespace
+// How one run of the job ended: the first failure's exit status (none: every rank succeeded),
+// and whether it followed a stop signal passed on to the ranks.
+struct job_end {
+  std::optional<int> failure;
+  bool stopped_by_signal = false;
+};
 
-int main(int argc, char** argv) {
-  options o = parse(argc, argv);
+// Starts the n ranks, relays their lines and signals, and waits for every one of them.
+job_end run_job(const options& o, const std::string& port, const std::vector<char*>& command) {
   const int n = o.n;
   const double grace = o.grace;
-  std::string port = o.port > 0 ? std::to_string(o.port) : "";
-  if (port.empty()) {
-    try {
-      port = std::to_string(tp::free_local_port());
-    } catch (const std::exception& e) {
-      usage(std::string(e.what()) + "; give a port with --port");
-    }
-  }
-  std::vector<char*> command;
-  for (auto& arg : o.command) command.push_back(arg.data());
-  command.push_back(nullptr);
-
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGUSR1, &action, nullptr);
   int forwarded = 0;  // the last signal passed on to the ranks
 
   std::vector<Rank> ranks(static_cast<std::size_t>(n));
@@ -231,5 +226,39 @@ int main(int argc, char** argv) {
       r.status = status;
       if (exit_code(status) != 0 && !first_failure) first_failure = exit_code(status);
     }
-  return first_failure.value_or(0);
+  return {first_failure, forwarded != 0};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  std::vector<std::string> arguments = o.command;
+  std::vector<char*> command;
+  for (auto& arg : arguments) command.push_back(arg.data());
+  command.push_back(nullptr);
+
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGUSR1, &action, nullptr);
+
+  for (int restart = 0;; ++restart) {
+    // A fresh free port for each run: the last one's may still be held by closing connections.
+    std::string port = o.port > 0 ? std::to_string(o.port) : "";
+    if (port.empty()) {
+      try {
+        port = std::to_string(tp::free_local_port());
+      } catch (const std::exception& e) {
+        usage(std::string(e.what()) + "; give a port with --port");
+      }
+    }
+    const auto end = run_job(o, port, command);
+    if (!end.failure) return 0;
+    if (end.stopped_by_signal || restart >= o.max_restarts) return *end.failure;
+    std::cout << "tp-run: restart " << restart + 1 << " of " << o.max_restarts << " (exit status " << *end.failure
+              << "): every rank starts again, and the program goes on from its newest checkpoint\n"
+              << std::flush;
+  }
 }

@@ -3,12 +3,13 @@
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
-//             [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
+//             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
-// --stall-rank/--stall-at: that rank stops itself (SIGSTOP) there; --step-ms: each step works M
+// --die-once: only if the file MARKER does not exist (it makes it first), so that a restarted job
+// does not die again; --stall-rank/--stall-at: that rank stops itself (SIGSTOP) there; --step-ms: each step works M
 // ms longer (so that a signal lands while it trains); --accumulate: K micro-batches of B per
 // optimizer step (with --single, one batch of W·K·B), and it prints "all-reduces N (E before a
 // last micro-batch) in S steps of B buckets" at the end. A stop signal ends it after the step the
@@ -53,11 +54,18 @@ struct Step {
   std::int64_t die_at, stall_at;
   bool die, stall;
   int step_ms = 0;
+  std::string die_once;  // a marker file: die only if it does not exist yet
   void after_step(auto& trainer) {
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
     std::printf("step %lld\n", static_cast<long long>(trainer.global_step()));
     std::fflush(stdout);
-    if (die && trainer.global_step() == die_at) std::raise(SIGKILL);
+    if (die && trainer.global_step() == die_at) {
+      if (!die_once.empty()) {
+        if (std::ifstream(die_once)) return;
+        std::ofstream(die_once) << "died\n";
+      }
+      std::raise(SIGKILL);
+    }
     if (stall && trainer.global_step() == stall_at) std::raise(SIGSTOP);
   }
 };
@@ -142,7 +150,7 @@ int main(int argc, char** argv) try {
                           .accumulate(accumulate);
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
-            std::stoi(get("--step-ms", "0"))};
+            std::stoi(get("--step-ms", "0")), get("--die-once", "")};
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
