@@ -367,15 +367,15 @@ void expect_resharded(int before, int steps_before, int after, int steps_total, 
 
 TEST(MultiProcessReshard, TwoRanksThenOneSeeEveryExampleOnce) {
   // 2 x 8 x 5 = 80 examples, then 22 steps of 8.
-  expect_resharded(2, 5, 1, 27, "resumed on 1 process x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8: global batch 16 -> 8");
+  expect_resharded(2, 5, 1, 27, "resumed on 1 process x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8 per step: global batch 16 -> 8");
 }
 TEST(MultiProcessReshard, OneRankThenTwoSeeEveryExampleOnce) {
   // 8 x 6 = 48, then 13 steps of 2 x 8.
-  expect_resharded(1, 6, 2, 19, "resumed on 2 processes x 1 batch of 8 per step from a checkpoint of 1 process x 1 batch of 8: global batch 8 -> 16");
+  expect_resharded(1, 6, 2, 19, "resumed on 2 processes x 1 batch of 8 per step from a checkpoint of 1 process x 1 batch of 8 per step: global batch 8 -> 16");
 }
 TEST(MultiProcessReshard, TwoRanksThenFourSeeEveryExampleOnce) {
   // 80, then 176 / 4 = 44 each: five batches of 8 and one of 4.
-  expect_resharded(2, 5, 4, 11, "resumed on 4 processes x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8: global batch 16 -> 32");
+  expect_resharded(2, 5, 4, 11, "resumed on 4 processes x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8 per step: global batch 16 -> 32");
 }
 
 // The newest checkpoint's global step in a folder of model-<step>.ckpt files (-1: none).

@@ -22,6 +22,13 @@ int peer(const std::string& arguments) {
   return std::system(command.c_str());
 }
 
+std::unique_ptr<torch::optim::Optimizer> optimizer_for(const std::string& name, torch::nn::Linear& model) {
+  if (name == "sgd") return std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  if (name == "adam") return std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(0.01));
+  if (name == "adamw") return std::make_unique<torch::optim::AdamW>(model->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.01));
+  return std::make_unique<tp::optim::RAdam>(model->parameters(), tp::optim::RAdamOptions(0.01));
+}
+
 // x [32, 4], y [32, 3], and a Linear(4, 3)'s first weight and bias.
 struct Problem {
   torch::Tensor x, y, w0, b0;
@@ -40,23 +47,18 @@ struct Problem {
     model->weight.copy_(w0), model->bias.copy_(b0);
     return model;
   }
-  // Step s trains on rows [8 (s % 4), 8 (s % 4) + 8), as state_peer.py does.
-  void train(torch::nn::Linear& model, torch::optim::Optimizer& optimizer, int first, int steps) const {
-    for (int s = first; s < first + steps; ++s) {
-      const auto i = (s % 4) * 8;
-      optimizer.zero_grad();
-      torch::mse_loss(model->forward(x.slice(0, i, i + 8)), y.slice(0, i, i + 8)).backward();
-      optimizer.step();
-    }
+  // A trainer with the optimizer `name` for `steps` steps: step s trains on rows
+  // [8 (s % 4), 8 (s % 4) + 8), as state_peer.py does.
+  auto trainer(const std::string& name, int steps) const {
+    return tp::Trainer(tp::FeedInput(tp::data::examples(x, y) | tp::data::batch(8)),
+                       tp::model_desc([this] { return fresh(); })
+                           .tower_function([](const tp::TowerContext&, torch::nn::Linear& m, const Batch& b) {
+                             return torch::mse_loss(m->forward(b.data), b.target);
+                           })
+                           .optimizer([name](torch::nn::Linear& m) { return tp::optim::AnyOptimizer(optimizer_for(name, m)); }),
+                       tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(4).max_epoch(steps / 4).model_summary(false));
   }
 };
-
-std::unique_ptr<torch::optim::Optimizer> optimizer_for(const std::string& name, torch::nn::Linear& model) {
-  if (name == "sgd") return std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  if (name == "adam") return std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(0.01));
-  if (name == "adamw") return std::make_unique<torch::optim::AdamW>(model->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.01));
-  return std::make_unique<tp::optim::RAdam>(model->parameters(), tp::optim::RAdamOptions(0.01));
-}
 
 double largest_difference(const torch::nn::Linear& model, const tp::detail::py_value& state) {
   return std::max((model->weight - state.find("weight")->tensor()).abs().max().item<double>(),
@@ -72,8 +74,8 @@ constexpr double tolerance = 1e-5;
 
 }  // namespace
 
-// Python trains k steps and saves a Lightning-shaped checkpoint; tp loads its weights and its
-// optimizer state and trains m more: the weights are Python's after k + m steps.
+// Python trains k steps and saves a Lightning-shaped checkpoint; a tp trainer loads its weights
+// and its optimizer state and trains m more: the weights are Python's after k + m steps.
 TEST(PythonState, TrainingGoesOnInTpFromPythonsCheckpoint) {
   for (const std::string name : {"sgd", "adam", "adamw", "radam"}) {
     SCOPED_TRACE(name);
@@ -82,43 +84,43 @@ TEST(PythonState, TrainingGoesOnInTpFromPythonsCheckpoint) {
     problem.save(dir.path / "data.pt");
     ASSERT_EQ(peer("train " + dir.path.string() + " " + name + " " + std::to_string(k) + " " + std::to_string(m)), 0)
         << "Python's torch comes from Debian's python3-torch (scripts/setup.sh installs it)";
-    auto model = problem.fresh();
-    auto optimizer = optimizer_for(name, model);
-    const auto report = tp::load_state_dict(*model, dir.path / "python_k.pt");
+    auto trainer = problem.trainer(name, m);
+    const auto report = tp::load_state_dict(*trainer.model(), dir.path / "python_k.pt");
     EXPECT_TRUE(report.missing_keys.empty() && report.unexpected_keys.empty());
-    tp::load_optimizer_state(*optimizer, dir.path / "python_k.pt");
-    problem.train(model, *optimizer, k, m);
+    tp::load_optimizer_state(trainer.replicas().optimizer().get(), dir.path / "python_k.pt");
+    trainer.train();
     const auto python = tp::detail::read_torch_save(dir.path / "python_final.pt");
-    const double difference = largest_difference(model, python);
-    std::printf("%s: Python %d steps, tp %d more: largest difference from Python's %d steps %.3g\n", name.c_str(), k, m, k + m, difference);
+    const double difference = largest_difference(trainer.model(), python);
+    std::printf("%s: Python %d steps, tp::Trainer %d more: largest difference from Python's %d steps %.3g\n", name.c_str(), k, m, k + m,
+                difference);
     EXPECT_LT(difference, tolerance);
 
     // Without the optimizer's state the same weights go elsewhere: the test sees a lost state.
-    auto without = problem.fresh();
-    tp::load_state_dict(*without, dir.path / "python_k.pt");
-    auto fresh_optimizer = optimizer_for(name, without);
-    problem.train(without, *fresh_optimizer, k, m);
-    EXPECT_GT(largest_difference(without, python), 1e-3);
+    auto without = problem.trainer(name, m);
+    tp::load_state_dict(*without.model(), dir.path / "python_k.pt");
+    without.train();
+    EXPECT_GT(largest_difference(without.model(), python), 1e-3);
   }
 }
 
-// tp trains k steps and saves the model's state_dict and the optimizer's state; Python loads
-// them (strict) and trains m more: the weights are tp's after k + m steps.
-TEST(PythonState, TrainingGoesOnInPythonFromTpsFiles) {
+// A tp trainer trains k steps and checkpoints; Python loads the checkpoint's state_dict (strict)
+// and optimizer_states[0] and trains m more: the weights are those of a tp trainer's k + m steps.
+TEST(PythonState, TrainingGoesOnInPythonFromTpsCheckpoint) {
   for (const std::string name : {"sgd", "adam", "adamw", "radam"}) {
     SCOPED_TRACE(name);
     TempDir dir("tp_to_py_" + name);
     const Problem problem;
     problem.save(dir.path / "data.pt");
-    auto model = problem.fresh();
-    auto optimizer = optimizer_for(name, model);
-    problem.train(model, *optimizer, 0, k);
-    tp::save_state_dict(*model, dir.path / "tp_k_model.pt");
-    tp::save_optimizer_state(*optimizer, dir.path / "tp_k_optimizer.pt");
+    auto first = problem.trainer(name, k);
+    first.train();
+    tp::save_checkpoint(first, dir.path / "tp_k.ckpt");
+    tp::save_optimizer_state(first.replicas().optimizer().get(), dir.path / "tp_k_optimizer.pt");
+    tp::save_state_dict(*first.model(), dir.path / "tp_k_model.pt");
     ASSERT_EQ(peer("resume " + dir.path.string() + " " + name + " " + std::to_string(k) + " " + std::to_string(m)), 0);
-    problem.train(model, *optimizer, k, m);
-    const double difference = largest_difference(model, tp::detail::read_torch_save(dir.path / "python_after_tp.pt"));
-    std::printf("%s: tp %d steps, Python %d more: largest difference from tp's %d steps %.3g\n", name.c_str(), k, m, k + m, difference);
+    auto whole = problem.trainer(name, k + m);
+    whole.train();
+    const double difference = largest_difference(whole.model(), tp::detail::read_torch_save(dir.path / "python_after_tp.pt"));
+    std::printf("%s: tp::Trainer %d steps, Python %d more: largest difference from tp's %d steps %.3g\n", name.c_str(), k, m, k + m, difference);
     EXPECT_LT(difference, tolerance);
   }
 }

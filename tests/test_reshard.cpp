@@ -150,13 +150,13 @@ TEST(Reshard, TwoTowersThenOneThenTwoSeeEveryExampleOncePerPassAndSaySo) {
 
   auto one = id_trainer(tp::SingleDevice(), 3);  // 4 steps of 8
   tp::load_checkpoint(one, dir.path / "two.ckpt");
-  EXPECT_EQ(one.layout_change(), "resumed on 1 process x 1 batch of 8 per step from a checkpoint of 1 process x 2 batches of 8: global batch 16 -> 8");
+  EXPECT_EQ(one.layout_change(), "resumed on 1 process x 1 batch of 8 per step from a checkpoint of 1 process x 2 batches of 8 per step: global batch 16 -> 8");
   one.train();
   tp::save_checkpoint(one, dir.path / "one.ckpt");
 
   auto again = id_trainer(tp::Replicated<>::cpu(2), 4);  // 2 steps of 2 x 8: the pass ends
   tp::load_checkpoint(again, dir.path / "one.ckpt");
-  EXPECT_EQ(again.layout_change(), "resumed on 1 process x 2 batches of 8 per step from a checkpoint of 1 process x 1 batch of 8: global batch 8 -> 16");
+  EXPECT_EQ(again.layout_change(), "resumed on 1 process x 2 batches of 8 per step from a checkpoint of 1 process x 1 batch of 8 per step: global batch 8 -> 16");
   again.train();
   EXPECT_EQ(again.global_step(), 8);
   std::sort(seen_by_towers.begin(), seen_by_towers.end());
@@ -182,12 +182,33 @@ TEST(Reshard, APositionThatDoesNotFitTheNewBatchIsRefusedNamingBothLayoutsAndNot
   const auto before = tp_test::weights_of(sixteens);
   const auto message = tp_test::error_message_of<tp::checkpoint_error>([&] { tp::load_checkpoint(sixteens, dir.path / "eights.ckpt"); });
   EXPECT_NE(message.find("the input cannot go on where the checkpoint's run stopped (resumed on 1 process x 1 batch of 16 per step from a "
-                         "checkpoint of 1 process x 1 batch of 8: global batch 8 -> 16): the pass is 24 datapoints in, not a whole number "
+                         "checkpoint of 1 process x 1 batch of 8 per step: global batch 8 -> 16): the pass is 24 datapoints in, not a whole number "
                          "of batches of 16, and its dataflow has no shard view"),
             std::string::npos)
       << message;
   tp_test::expect_bitwise_equal(tp_test::weights_of(sixteens), before);
   EXPECT_EQ(sixteens.global_step(), 0);
+}
+
+TEST(Reshard, ARunWithItsOwnStepIsRefusedOnAnotherLayoutAndTrainsOnItsOwn) {
+  tp_test::TempDir dir("reshard_user_step");
+  const auto log = dir.path / "log";
+  auto with_saver = [&](auto distribution) {
+    return tp::Trainer(tp::FeedInput(id_flow(0, 1, 8)), id_desc(), std::move(distribution),
+                       tp::TrainOptions().steps_per_epoch(2).max_epoch(2).model_summary(false), tp::ModelSaver(log));
+  };
+  auto two = with_saver(tp::Replicated<>::cpu(2));
+  two.train();
+  auto one = with_saver(tp::SingleDevice());
+  const auto before = tp_test::weights_of(one);
+  auto own_step = [](auto& trainer) { return trainer.replicas().run_step(trainer.tower(), trainer.input()); };
+  const auto message = tp_test::error_message_of<tp::checkpoint_error>([&] { one.train(own_step); });
+  EXPECT_NE(message.find("cannot go on here (resumed on 1 process x 1 batch of 8 per step from a checkpoint of 1 process x 2 batches of 8 "
+                         "per step: global batch 16 -> 8): this run trains with its own step"),
+            std::string::npos)
+      << message;
+  tp_test::expect_bitwise_equal(tp_test::weights_of(one), before);
+  EXPECT_EQ(one.global_step(), 0);
 }
 
 }  // namespace

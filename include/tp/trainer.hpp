@@ -80,7 +80,7 @@ class Trainer {
   // Trains with the distribution policy's default step.
   train_outcome train() {
     if constexpr (detail::check_default_step<DistributionPolicy, TowerPolicy, InputPolicy>())
-      return train([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); });
+      return loop([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); }, /*user_step=*/false);
     else return {};
   }
 
@@ -88,6 +88,13 @@ class Trainer {
   // tensor, shown by the progress bar) or nothing. Every callback works as with the default.
   template <class Step>
   train_outcome train(Step step) {
+    return loop(std::move(step), /*user_step=*/true);
+  }
+
+ private:
+  template <class Step>
+  train_outcome loop(Step step, bool user_step) {
+    user_step_ = user_step;  // a checkpoint loaded from here on (before_train) knows it
     constexpr auto returns = detail::check_step<Step, Trainer>();
     using boundary = detail::stop_arbiter::boundary;
     using detail::receivers;
@@ -163,6 +170,7 @@ class Trainer {
     return outcome_;
   }
 
+ public:
   // --- loop state -------------------------------------------------------------------------
   int epoch_num() const noexcept { return position_.epoch_num; }
   std::int64_t local_step() const noexcept { return position_.local_step; }
@@ -333,6 +341,7 @@ class Trainer {
   detail::loop_position position_;
   detail::loop_position::resume_point resume_;  // where a loaded state resumes within the starting epoch
   std::string layout_change_;                   // what a loaded checkpoint changed of the layout
+  bool user_step_ = false;                      // train(step): the trainer cannot see what the step keeps
   detail::stop_arbiter stop_;
   train_outcome outcome_;
   bool looping_ = false;

@@ -1,7 +1,8 @@
 """Python's side of tp's state tests (tests/test_python_state.cpp): Debian's python3-torch.
 
     state_peer.py train DIR OPTIMIZER K M    Python trains K steps, saves, trains M more
-    state_peer.py resume DIR OPTIMIZER K M   Python goes on from tp's K steps for M more
+    state_peer.py resume DIR OPTIMIZER K M   Python goes on from a tp trainer's checkpoint of K steps
+                                             (DIR/tp_k.ckpt) for M more
     state_peer.py checkpoint DIR CHECKPOINT  opens a tp trainer's checkpoint as a user would
     state_peer.py bad DIR                    writes the files tp must refuse
 
@@ -59,10 +60,20 @@ if command == "train":
 elif command == "resume":
     name, k, m = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     data = torch.load(f"{directory}/data.pt")
+    checkpoint = torch.load(f"{directory}/tp_k.ckpt")
+    assert checkpoint["global_step"] == k, checkpoint["global_step"]
     model = torch.nn.Linear(4, 3)
-    model.load_state_dict(torch.load(f"{directory}/tp_k_model.pt"), strict=True)
+    model.load_state_dict(checkpoint["state_dict"], strict=True)
     optimizer = optimizer_for(name, model.parameters())
-    optimizer.load_state_dict(torch.load(f"{directory}/tp_k_optimizer.pt"))
+    optimizer.load_state_dict(checkpoint["optimizer_states"][0])
+    # tp::save_optimizer_state and tp::save_state_dict wrote the same state on their own.
+    standalone = torch.load(f"{directory}/tp_k_optimizer.pt")
+    assert standalone["param_groups"] == checkpoint["optimizer_states"][0]["param_groups"], standalone["param_groups"]
+    for key, state in checkpoint["optimizer_states"][0]["state"].items():
+        for field, value in state.items():
+            assert torch.equal(torch.as_tensor(standalone["state"][key][field]), torch.as_tensor(value)), (key, field)
+    for name_, tensor in torch.load(f"{directory}/tp_k_model.pt").items():
+        assert torch.equal(tensor, checkpoint["state_dict"][name_]), name_
     train(model, optimizer, data, k, m)
     torch.save(model.state_dict(), f"{directory}/python_after_tp.pt")
 elif command == "checkpoint":

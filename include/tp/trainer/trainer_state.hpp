@@ -49,6 +49,7 @@
 #include <tp/detail/archive.hpp>
 #include <tp/detail/python_pickle.hpp>
 #include <tp/loss_scaler.hpp>
+#include <tp/precision.hpp>
 #include <tp/optim/torch_optim_state.hpp>
 #include <tp/state_dict.hpp>
 #include <tp/trainer/loop_position.hpp>
@@ -106,6 +107,7 @@ struct trainer_state {
     layout.insert("processes", here.processes);
     layout.insert("batches_per_step", here.batches_per_step);
     layout.insert("batch", here.batch);
+    layout.insert("precision", here.precision);
     own.insert("layout", layout);
     all.insert("tp", own);
     return all;
@@ -180,26 +182,33 @@ struct trainer_state {
     else return 1;
   }
 
-  // What a step consumes: processes, batches each takes per step, datapoints per batch (0 when
-  // the input cannot say).
+  // What a step consumes and computes in: processes, batches each takes per step, datapoints
+  // per batch (0 when the input cannot say), precision ("" when the tower does not say).
   struct step_layout {
     std::int64_t processes = 1, batches_per_step = 1, batch = 0;
+    std::string precision;
     bool operator==(const step_layout&) const = default;
-    std::string describe() const {
+    // "2 processes x 1 batch of 64 per step", and " in fp32" when asked.
+    std::string describe(bool with_precision) const {
       auto plural = [](std::int64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
       std::string text = plural(processes, "process", "processes") + " x " + plural(batches_per_step, "batch", "batches");
-      return batch > 0 ? text + " of " + std::to_string(batch) : text;
+      if (batch > 0) text += " of " + std::to_string(batch);
+      text += " per step";
+      return with_precision && !precision.empty() ? text + " in " + precision : text;
     }
   };
   static step_layout layout_of(Trainer& t) {
-    step_layout here{t.process_count(), batches_per_step(t), 0};
+    step_layout here{t.process_count(), batches_per_step(t), 0, {}};
     if constexpr (resumable_input<typename Trainer::input_type>) here.batch = t.input_.position().batch;
+    if constexpr (requires { { t.tower_.precision() } -> std::same_as<tp::precision>; }) here.precision = precision_name(t.tower_.precision());
     return here;
   }
 
   // The checkpoint's layout beside this run's: the line ModelSaver prints when they differ
   // (t.layout_change_). Whether the input can go on at the same place in the pass's global
-  // order on this layout, its restore() decides (data/pass_position.hpp), in load_rest.
+  // order on this layout, its restore() decides (data/pass_position.hpp), in load_rest. A run
+  // with its own step is refused on another layout: what its step takes per step, and what it
+  // keeps, the trainer cannot see.
   static void note_layout(Trainer& t, const py_value& own, const std::string& source) {
     t.layout_change_.clear();
     const auto* layout = own.find("layout");
@@ -210,13 +219,22 @@ struct trainer_state {
       if (required) throw checkpoint_error(source + " has a layout without a whole count of " + key);
       return 0;
     };
-    const step_layout saved{count("processes", true), count("batches_per_step", true), count("batch", false)};
-    const auto here = layout_of(t);
+    const auto* precision = layout->find("precision");
+    const step_layout saved{count("processes", true), count("batches_per_step", true), count("batch", false),
+                            precision && precision->type() == py_value::kind::string ? precision->as_string() : std::string()};
+    auto here = layout_of(t);
+    if (saved.precision.empty()) here.precision.clear();  // not recorded then: not compared
     if (saved == here) return;
-    t.layout_change_ = "resumed on " + here.describe() + " per step from a checkpoint of " + saved.describe();
+    const bool precision_changed = saved.precision != here.precision;
+    t.layout_change_ = "resumed on " + here.describe(precision_changed) + " from a checkpoint of " + saved.describe(precision_changed);
     if (saved.batch > 0 && here.batch > 0)
       t.layout_change_ += ": global batch " + std::to_string(saved.processes * saved.batches_per_step * saved.batch) + " -> " +
                           std::to_string(here.processes * here.batches_per_step * here.batch);
+    if (t.user_step_ && (saved.processes != here.processes || saved.batches_per_step != here.batches_per_step || saved.batch != here.batch))
+      throw checkpoint_error(source + " cannot go on here (" + t.layout_change_ + "): this run trains with its own step, which takes its "
+                             "batches and keeps its state where the trainer cannot see them, so the trainer cannot carry them to another "
+                             "layout. Resume on the layout that wrote it, or start afresh in another log folder from its weights "
+                             "(tp-export --state-dict, then tp::load_state_dict)");
   }
 
   // The state beside the model and optimizers, in the archive's keys above.
