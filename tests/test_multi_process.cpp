@@ -147,7 +147,10 @@ void expect_same_training(int world, int accumulate = 1, std::string loss_scale 
   auto single = start(worker(flags({"--out", (dir.path / "single").string(), "--single", std::to_string(world)})), {});
   for (auto& r : ranks) r.finish();
   single.finish();
-  for (int r = 0; r < world; ++r) ASSERT_TRUE(ranks[static_cast<std::size_t>(r)].succeeded()) << "rank " << r << ":\n" << ranks[static_cast<std::size_t>(r)].output;
+  // Every rank's output on a failure: the first rank to fail is often not rank 0.
+  std::string outputs;
+  for (int r = 0; r < world; ++r) outputs += "rank " + std::to_string(r) + ":\n" + ranks[static_cast<std::size_t>(r)].output;
+  for (const auto& r : ranks) ASSERT_TRUE(r.succeeded()) << outputs;
   ASSERT_TRUE(single.succeeded()) << single.output;
   // Every rank holds the same weights, bit for bit ...
   for (int r = 1; r < world; ++r) EXPECT_EQ(bytes(out + ".0"), bytes(out + "." + std::to_string(r))) << "rank " << r;

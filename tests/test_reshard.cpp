@@ -147,6 +147,14 @@ TEST(Reshard, TwoTowersThenOneThenTwoSeeEveryExampleOncePerPassAndSaySo) {
   auto two = id_trainer(tp::Replicated<>::cpu(2), 1);  // 2 steps of 2 x 8
   two.train();
   tp::save_checkpoint(two, dir.path / "two.ckpt");
+  const auto saved = tp::detail::read_torch_save(dir.path / "two.ckpt");
+  const auto& layout = *saved.find("tp")->find("layout");
+  EXPECT_EQ(layout.find("processes")->as_int(), 1);
+  EXPECT_EQ(layout.find("towers")->as_int(), 2);
+  EXPECT_EQ(layout.find("micro_batches")->as_int(), 1);
+  EXPECT_EQ(layout.find("batches_per_step")->as_int(), 2);
+  EXPECT_EQ(layout.find("batch")->as_int(), 8);
+  EXPECT_EQ(layout.find("precision")->as_string(), "fp32");
 
   auto one = id_trainer(tp::SingleDevice(), 3);  // 4 steps of 8
   tp::load_checkpoint(one, dir.path / "two.ckpt");

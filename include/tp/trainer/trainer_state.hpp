@@ -11,8 +11,8 @@
 //   epoch, global_step      where the loop was
 //   tp/format, tp/state     3, and the rest as a LibTorch archive (below, without model and
 //                           optimizers)
-//   tp/layout               processes, batches each takes per step (towers x micro-batches), and
-//                           datapoints per batch: a run resumed on another layout says what
+//   tp/layout               processes, batches each takes per step (towers x micro-batches, also
+//                           recorded apart), datapoints per batch and precision: a run resumed on another layout says what
 //                           changed, and its input goes on at the same place in the pass's
 //                           global order (data/pass_position.hpp), or refuses, saying why
 //
@@ -64,16 +64,7 @@ template <class Trainer>
 struct trainer_state {
   static void save(Trainer& t, torch::serialize::OutputArchive& archive) {
     archive.write("tp/format", c10::IValue(trainer_state_format));
-    torch::serialize::OutputArchive model;
-    save_module(model, *t.model_module());
-    archive.write("model", model);
-    std::int64_t count = 0;
-    for_each_kept_optimizer(t, [&](auto& optimizer) {
-      torch::serialize::OutputArchive one;
-      optimizer.save(one);
-      archive.write("optimizer/" + std::to_string(count++), one);
-    });
-    archive.write("optimizer/count", c10::IValue(count));
+    save_model_and_optimizers(t, archive);
     save_rest(t, archive);
   }
 
@@ -107,6 +98,8 @@ struct trainer_state {
     layout.insert("processes", here.processes);
     layout.insert("batches_per_step", here.batches_per_step);
     layout.insert("batch", here.batch);
+    layout.insert("towers", std::int64_t{towers(t)});
+    layout.insert("micro_batches", batches_per_step(t) / std::int64_t{towers(t)});
     layout.insert("precision", here.precision);
     own.insert("layout", layout);
     all.insert("tp", own);
@@ -121,10 +114,7 @@ struct trainer_state {
         throw checkpoint_error("the checkpoint has format " + std::to_string(format) + "; this tp reads formats 1 and " +
                                std::to_string(trainer_state_format) + " here (format " + std::to_string(dict_state_format) +
                                " is a checkpoint file's: read it with tp::load_checkpoint)");
-      torch::serialize::InputArchive model;
-      read_archive(archive, "model", model);
-      load_module(model, *t.model_module());
-      load_optimizers(t, archive);
+      load_model_and_optimizers(t, archive);
       load_rest(t, archive, format);
     });
   }
@@ -179,6 +169,12 @@ struct trainer_state {
   // Batches one process takes per step (towers times micro-batches), 1 when the policy cannot say.
   static std::int64_t batches_per_step(const Trainer& t) {
     if constexpr (counts_batches<typename Trainer::replicas_type>) return t.replicas_.batches_per_step();
+    else return 1;
+  }
+
+  // Towers in one process (1 when the policy has none to count).
+  static int towers(const Trainer& t) {
+    if constexpr (requires { { t.replicas_.towers() } -> std::convertible_to<int>; }) return t.replicas_.towers();
     else return 1;
   }
 
@@ -287,6 +283,27 @@ struct trainer_state {
     t.options_.starting_epoch(t.resume_.epoch);
   }
 
+  // The main model under "model", and the kept optimizers under "optimizer/N" and
+  // "optimizer/count": an archive's state, and what all_or_nothing sets aside.
+  static void save_model_and_optimizers(Trainer& t, torch::serialize::OutputArchive& archive) {
+    torch::serialize::OutputArchive model;
+    save_module(model, *t.model_module());
+    archive.write("model", model);
+    std::int64_t count = 0;
+    for_each_kept_optimizer(t, [&](auto& optimizer) {
+      torch::serialize::OutputArchive one;
+      optimizer.save(one);
+      archive.write("optimizer/" + std::to_string(count++), one);
+    });
+    archive.write("optimizer/count", c10::IValue(count));
+  }
+  static void load_model_and_optimizers(Trainer& t, torch::serialize::InputArchive& archive) {
+    torch::serialize::InputArchive model;
+    read_archive(archive, "model", model);
+    load_module(model, *t.model_module());
+    load_optimizers(t, archive);
+  }
+
   static void load_optimizers(Trainer& t, torch::serialize::InputArchive& archive) {
     std::int64_t count = 0;
     const auto saved_count = read_int(archive, "optimizer/count");
@@ -338,16 +355,8 @@ struct trainer_state {
   // exist before training, and their set is checked whole before any of it is loaded.)
   template <class Load>
   static void all_or_nothing(Trainer& t, Load&& load) {
-    torch::serialize::OutputArchive before, model;
-    save_module(model, *t.model_module());
-    before.write("model", model);
-    std::int64_t count = 0;
-    for_each_kept_optimizer(t, [&](auto& optimizer) {
-      torch::serialize::OutputArchive one;
-      optimizer.save(one);
-      before.write("optimizer/" + std::to_string(count++), one);
-    });
-    before.write("optimizer/count", c10::IValue(count));
+    torch::serialize::OutputArchive before;
+    save_model_and_optimizers(t, before);
     save_cpu_rng(before, "rng/cpu");
     const auto bytes = archive_bytes_string(before);
     const auto position = t.position_;
@@ -356,11 +365,9 @@ struct trainer_state {
     try {
       load();
     } catch (...) {
-      torch::serialize::InputArchive back, saved_model;
+      torch::serialize::InputArchive back;
       back.load_from(bytes.data(), bytes.size());
-      read_archive(back, "model", saved_model);
-      load_module(saved_model, *t.model_module());
-      load_optimizers(t, back);
+      load_model_and_optimizers(t, back);
       load_cpu_rng(back, "rng/cpu");
       t.position_ = position, t.resume_ = resume, t.options_.starting_epoch(starting_epoch);
       throw;
