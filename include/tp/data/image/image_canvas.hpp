@@ -1,0 +1,185 @@
+#pragma once
+// image_canvas: the image of transforms.hpp while its steps run, kept as "this box of these
+// source pixels, resampled to this size, maybe mirrored, with this per-channel affine map" and
+// made real (one resample.hpp pass into a new tensor) only when a step needs pixels or the
+// steps end. Before that, the source is the file's header: crops are planned on the file's own
+// size, and the first real pixels are decoded at the smallest JPEG scale the plan allows.
+//
+// Exactness: a crop (of integer pixels of the current image) composes with a pending resize
+// exactly, since the filter then samples the same positions with the same support; a second
+// resize does not, so it first makes the image real, as torchvision's two interpolations do.
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <tp/data/image/bad_file.hpp>
+#include <tp/data/image/decode.hpp>
+#include <tp/data/image/resample.hpp>
+
+namespace tp::data::detail {
+
+class image_canvas {
+ public:
+  image_canvas(std::span<const std::uint8_t> bytes, const std::string& path, color c, bool scaled_decode)
+      : bytes_(bytes), path_(path), color_(c), scaled_decode_(scaled_decode) {
+    const auto header = read_header(bytes, path);
+    channels_ = c == color::rgb ? 3 : 1;
+    set_source(header.height, header.width);
+    jpeg_ = header.jpeg;
+  }
+
+  std::int64_t height() const noexcept { return out_h_; }
+  std::int64_t width() const noexcept { return out_w_; }
+
+  // Keeps rows [top, top + h) and columns [left, left + w) of the current image.
+  void crop(std::int64_t top, std::int64_t left, std::int64_t h, std::int64_t w) {
+    if (flip_) left = out_w_ - w - left;  // the box is kept unmirrored
+    const double sx = box_w_ / double(out_w_), sy = box_h_ / double(out_h_);
+    box_x_ += double(left) * sx;
+    box_y_ += double(top) * sy;
+    box_w_ = double(w) * sx;
+    box_h_ = double(h) * sy;
+    out_w_ = w;
+    out_h_ = h;
+  }
+
+  void resize(std::int64_t h, std::int64_t w) {
+    if (resampling()) materialize();
+    out_h_ = h;
+    out_w_ = w;
+  }
+
+  void flip() noexcept { flip_ = !flip_; }
+
+  // torchvision's center_crop: pads with 0 (after what came before) when the crop is larger.
+  void center_crop(std::int64_t h, std::int64_t w) {
+    if (h > out_h_ || w > out_w_) {
+      auto image = materialize();
+      const std::int64_t top = h > out_h_ ? (h - out_h_) / 2 : 0, left = w > out_w_ ? (w - out_w_) / 2 : 0;
+      auto padded = torch::zeros({channels_, std::max(h, out_h_), std::max(w, out_w_)}, image.options());
+      padded.narrow(1, top, out_h_).narrow(2, left, out_w_).copy_(image);
+      rebase(padded);
+    }
+    crop(static_cast<std::int64_t>(std::nearbyint(double(out_h_ - h) / 2.0)),
+         static_cast<std::int64_t>(std::nearbyint(double(out_w_ - w) / 2.0)), h, w);
+  }
+
+  void normalize(const std::vector<double>& mean, const std::vector<double>& std) {
+    if (mean.size() != 1 && std::int64_t(mean.size()) != channels_)
+      throw std::invalid_argument("tp::data::transforms::normalize: " + std::to_string(mean.size()) + " means and stds for an image of " +
+                                  std::to_string(channels_) + " channels (" + path_ + ")");
+    if (!floats_) {  // ToTensor: [0, 255] to [0, 1]
+      for (auto& s : scale_) s /= 255.0;
+      floats_ = true;
+    }
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      const std::size_t i = mean.size() == 1 ? 0 : std::size_t(c);
+      scale_[c] /= std[i];
+      offset_[c] = (offset_[c] - mean[i]) / std[i];
+    }
+  }
+
+  // The image as it stands: uint8 or float [C, H, W]. Later steps continue from it.
+  torch::Tensor materialize() {
+    if (!source_u8_ && !source_f32_) decode();
+    if (tensor_.defined() && !resampling() && !flip_ && box_x_ == 0 && box_y_ == 0 && out_h_ == src_h_ && out_w_ == src_w_ &&
+        identity_affine())
+      return tensor_;
+    auto out = torch::empty({channels_, out_h_, out_w_}, floats_ ? torch::kFloat : torch::kUInt8);
+    std::array<float, 64> scale{}, offset{};
+    if (channels_ > 64) throw std::invalid_argument("tp::data::transforms: at most 64 channels, got " + std::to_string(channels_));
+    for (std::int64_t c = 0; c < channels_; ++c) scale[c] = float(scale_[c]), offset[c] = float(offset_[c]);
+    auto run = [&](const auto& src) {
+      if (floats_) resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), out.data_ptr<float>());
+      else resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), out.data_ptr<std::uint8_t>());
+    };
+    if (source_u8_) run(pixels<std::uint8_t>{source_u8_, src_h_, src_w_, channels_, stride_y_, stride_x_, stride_c_});
+    else run(pixels<float>{source_f32_, src_h_, src_w_, channels_, stride_y_, stride_x_, stride_c_});
+    rebase(out);
+    return out;
+  }
+
+  // The result of the user's step.
+  void replace(torch::Tensor image) {
+    if (!image.defined() || image.dim() != 3 || image.numel() == 0)
+      throw std::invalid_argument("tp::data::transforms::then: the function must return a non-empty image [C, H, W], got " +
+                                  (image.defined() ? std::to_string(image.dim()) + " dimensions" : std::string("no tensor")) +
+                                  " (" + path_ + ")");
+    floats_ = image.scalar_type() != torch::kUInt8;
+    image = image.to(torch::kCPU, floats_ ? torch::kFloat : torch::kUInt8).contiguous();
+    channels_ = image.size(0);
+    rebase(image);
+  }
+
+ private:
+  bool resampling() const noexcept { return box_w_ != double(out_w_) || box_h_ != double(out_h_); }
+  bool identity_affine() const noexcept {
+    for (std::int64_t c = 0; c < channels_; ++c)
+      if (scale_[c] != 1.0 || offset_[c] != 0.0) return false;
+    return true;
+  }
+
+  void set_source(std::int64_t h, std::int64_t w) {
+    src_h_ = out_h_ = h;
+    src_w_ = out_w_ = w;
+    box_x_ = box_y_ = 0;
+    box_w_ = double(w);
+    box_h_ = double(h);
+    flip_ = false;
+    scale_.assign(channels_, 1.0);
+    offset_.assign(channels_, 0.0);
+  }
+
+  void rebase(torch::Tensor image) {
+    tensor_ = image;
+    source_u8_ = nullptr;
+    source_f32_ = nullptr;
+    if (image.scalar_type() == torch::kUInt8) source_u8_ = image.data_ptr<std::uint8_t>();
+    else source_f32_ = image.data_ptr<float>();
+    set_source(image.size(1), image.size(2));
+    stride_c_ = image.size(1) * image.size(2);
+    stride_y_ = image.size(2);
+    stride_x_ = 1;
+  }
+
+  // Decodes the file, at a smaller JPEG scale when the pending resize shrinks by 2x or more.
+  void decode() {
+    std::optional<std::array<std::int64_t, 2>> at_least;
+    if (scaled_decode_ && jpeg_ && (box_w_ > double(out_w_) || box_h_ > double(out_h_)))
+      at_least = std::array<std::int64_t, 2>{static_cast<std::int64_t>(std::ceil(double(src_h_) * double(out_h_) / box_h_)),
+                                             static_cast<std::int64_t>(std::ceil(double(src_w_) * double(out_w_) / box_w_))};
+    thread_local std::vector<std::uint8_t> buffer;  // reused: no allocation per image
+    const auto d = decode_hwc(bytes_, path_, color_, at_least, buffer);
+    const double fx = double(d.width) / double(src_w_), fy = double(d.height) / double(src_h_);
+    box_x_ *= fx, box_w_ *= fx, box_y_ *= fy, box_h_ *= fy;
+    src_h_ = d.height, src_w_ = d.width;
+    source_u8_ = buffer.data();
+    stride_y_ = d.width * d.channels, stride_x_ = d.channels, stride_c_ = 1;
+  }
+
+  std::span<const std::uint8_t> bytes_;
+  const std::string& path_;
+  color color_;
+  bool scaled_decode_, jpeg_ = false;
+  std::int64_t channels_ = 0;
+  bool floats_ = false;  // the values are floats (normalized, or a hook returned floats)
+  // The source: the decoded pixels (interleaved) or a tensor [C, H, W].
+  const std::uint8_t* source_u8_ = nullptr;
+  const float* source_f32_ = nullptr;
+  torch::Tensor tensor_;
+  std::int64_t src_h_ = 0, src_w_ = 0, stride_y_ = 0, stride_x_ = 0, stride_c_ = 0;
+  // The current image: box [x, x + w) x [y, y + h) of the source, resampled to out_h x out_w.
+  double box_x_ = 0, box_y_ = 0, box_w_ = 0, box_h_ = 0;
+  std::int64_t out_h_ = 0, out_w_ = 0;
+  bool flip_ = false;
+  std::vector<double> scale_, offset_;  // value = scale * source + offset, per channel (floats only)
+};
+
+}  // namespace tp::data::detail

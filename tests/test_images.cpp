@@ -1,0 +1,356 @@
+// Image decoding (against Python's PIL, which writes the fixtures and decodes them too) and the
+// transforms: torchvision's crop sampling, PIL's bilinear resampling, flips, normalization.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <tp/data/image/decode.hpp>
+#include <tp/data/image/transforms.hpp>
+
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using tp::data::color;
+
+namespace {
+
+// Fixtures written once per process by PIL: RGB and grey images in JPEG and PNG, a palette PNG,
+// PNGs with alpha, a larger JPEG and PNG, a CMYK JPEG; and PIL's decodes of them, as raw bytes.
+constexpr const char* fixtures_py = R"(
+import sys, random
+from PIL import Image
+d = sys.argv[1]
+random.seed(3)
+def pattern(w, h):
+    im = Image.new('RGB', (w, h))
+    im.putdata([((x * 7 + y * 3) % 256, (x * x + y * 5) % 256, random.randrange(256) if (x + y) % 3 == 0 else (x * y) % 256)
+                for y in range(h) for x in range(w)])
+    return im
+rgb = pattern(37, 23)
+grey = rgb.convert('L')
+rgb.save(d + '/rgb.jpg', quality=90)
+grey.save(d + '/grey.jpg', quality=90)
+rgb.save(d + '/rgb.png')
+grey.save(d + '/grey.png')
+rgb.convert('P', palette=Image.ADAPTIVE, colors=50).save(d + '/palette.png')
+rgba = rgb.copy(); rgba.putalpha(grey); rgba.save(d + '/rgba.png')
+Image.merge('LA', (grey, grey.point(lambda v: 255 - v))).save(d + '/la.png')
+pattern(64, 48).resize((64, 48)).save(d + '/big.jpg', quality=95)
+pattern(200, 150).save(d + '/large.png')
+rgb.convert('CMYK').save(d + '/cmyk.jpg')
+smooth = Image.new('RGB', (128, 96))
+smooth.putdata([(x * 2, y * 2, (x + y) % 256) for y in range(96) for x in range(128)])
+smooth.save(d + '/smooth.jpg', quality=95)
+for name in ['rgb.jpg', 'grey.jpg', 'rgb.png', 'grey.png', 'palette.png', 'rgba.png', 'la.png', 'big.jpg']:
+    open(d + '/' + name + '.rgb', 'wb').write(Image.open(d + '/' + name).convert('RGB').tobytes())
+    im = Image.open(d + '/' + name)
+    if name.endswith('.jpg'): im.draft('L', im.size)  # the luma plane, as TurboJPEG's grey output
+    open(d + '/' + name + '.l', 'wb').write(im.convert('L').tobytes())
+im = Image.open(d + '/big.jpg'); im.draft('RGB', (16, 12))
+assert im.size == (16, 12), im.size
+open(d + '/big.jpg.16x12.rgb', 'wb').write(im.convert('RGB').tobytes())
+)";
+
+// PIL's bilinear resize of boxes: lines "file top left height width out_h out_w" in, raw RGB out.
+constexpr const char* resize_py = R"(
+import sys
+from PIL import Image
+d = sys.argv[1]
+with open(d + '/boxes.txt') as boxes, open(d + '/pil_crops.raw', 'wb') as out:
+    for line in boxes:
+        name, t, l, h, w, oh, ow = line.split()
+        t, l, h, w, oh, ow = map(int, (t, l, h, w, oh, ow))
+        im = Image.open(d + '/' + name).convert('RGB')
+        out.write(im.resize((ow, oh), Image.BILINEAR, box=(l, t, l + w, t + h)).tobytes())
+)";
+
+const fs::path& fixtures() {
+  static tp_test::TempDir dir("images");
+  static const bool written = [] {
+    std::ofstream(dir.path / "fixtures.py") << fixtures_py;
+    const auto out = tp_test::run(std::string(TP_PYTHON) + " " + (dir.path / "fixtures.py").string() + " " + dir.path.string());
+    return fs::exists(dir.path / "big.jpg.16x12.rgb") || (ADD_FAILURE() << out, false);
+  }();
+  EXPECT_TRUE(written);
+  return dir.path;
+}
+
+std::string file(const std::string& name) { return (fixtures() / name).string(); }
+std::vector<std::uint8_t> bytes_of(const std::string& name) { return tp::data::read_file(file(name)); }
+
+// A decoded [C, H, W] image as the interleaved bytes PIL's tobytes() gives.
+std::vector<std::uint8_t> interleaved(const torch::Tensor& chw) {
+  auto hwc = chw.permute({1, 2, 0}).contiguous();
+  return {hwc.data_ptr<std::uint8_t>(), hwc.data_ptr<std::uint8_t>() + hwc.numel()};
+}
+
+// The message of the bad_file that `f` throws, after checking that it starts with `path`.
+template <class F>
+std::string bad_file_message(const std::string& path, F&& f) {
+  try {
+    f();
+  } catch (const tp::data::bad_file& e) {
+    EXPECT_EQ(e.path(), path);
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no bad_file for " << path;
+  return {};
+}
+
+}  // namespace
+
+TEST(ImageDecode, EqualsWhatPilDecodes) {
+  for (std::string name : {"rgb.jpg", "grey.jpg", "rgb.png", "grey.png", "palette.png", "rgba.png", "la.png", "big.jpg"}) {
+    const auto bytes = bytes_of(name);
+    const auto rgb = tp::data::decode(bytes, file(name), color::rgb);
+    const auto grey = tp::data::decode(bytes, file(name), color::grey);
+    EXPECT_EQ(rgb.dtype(), torch::kUInt8);
+    EXPECT_EQ(rgb.size(0), 3);
+    EXPECT_EQ(grey.size(0), 1);
+    EXPECT_EQ(interleaved(rgb), bytes_of(name + ".rgb")) << name;
+    EXPECT_EQ(interleaved(grey), bytes_of(name + ".l")) << name;
+  }
+}
+
+TEST(ImageDecode, ReadsHeadersWithoutDecoding) {
+  const auto rgb = tp::data::read_header(bytes_of("rgb.jpg"), "rgb.jpg");
+  EXPECT_EQ(std::vector<std::int64_t>({rgb.height, rgb.width, rgb.channels}), std::vector<std::int64_t>({23, 37, 3}));
+  EXPECT_TRUE(rgb.jpeg);
+  const auto grey = tp::data::read_header(bytes_of("grey.png"), "grey.png");
+  EXPECT_EQ(std::vector<std::int64_t>({grey.height, grey.width, grey.channels}), std::vector<std::int64_t>({23, 37, 1}));
+  EXPECT_FALSE(grey.jpeg);
+  EXPECT_EQ(tp::data::read_header(bytes_of("palette.png"), "p").channels, 3);
+  EXPECT_EQ(tp::data::read_header(bytes_of("la.png"), "la").channels, 1);
+}
+
+TEST(ImageDecode, ScaledDecodeIsLibjpegsAndPilsDraft) {
+  const auto bytes = bytes_of("big.jpg");  // 64 x 48
+  const auto quarter = tp::data::decode(bytes, "big.jpg", color::rgb, {{12, 16}});
+  EXPECT_EQ(quarter.sizes(), torch::IntArrayRef({3, 12, 16}));
+  EXPECT_EQ(interleaved(quarter), bytes_of("big.jpg.16x12.rgb"));
+  // The smallest scale still at least the size asked for: 3/8 would give 18 rows, 4/8 gives 24.
+  EXPECT_EQ(tp::data::decode(bytes, "big.jpg", color::rgb, {{20, 20}}).sizes(), torch::IntArrayRef({3, 24, 32}));
+  EXPECT_EQ(tp::data::decode(bytes, "big.jpg", color::grey, {{100, 100}}).sizes(), torch::IntArrayRef({1, 48, 64}));
+  // PNGs have no scaled decode.
+  EXPECT_EQ(tp::data::decode(bytes_of("large.png"), "large.png", color::rgb, {{10, 10}}).sizes(), torch::IntArrayRef({3, 150, 200}));
+}
+
+TEST(ImageDecode, BadFilesAreErrorsNamingTheFile) {
+  const fs::path dir = fixtures() / "bad";
+  fs::create_directories(dir);
+  const auto write = [&](const std::string& name, std::vector<std::uint8_t> bytes) {
+    std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    return (dir / name).string();
+  };
+  const auto decode = [](const std::string& path) { return tp::data::decode(tp::data::read_file(path), path, color::rgb); };
+  const auto contains = [](const std::string& message, const std::string& part) {
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  };
+
+  auto jpeg = bytes_of("big.jpg");
+  const auto truncated = write("truncated.jpg", {jpeg.begin(), jpeg.begin() + std::ptrdiff_t(jpeg.size() / 2)});
+  contains(bad_file_message(truncated, [&] { decode(truncated); }), "corrupt or truncated JPEG");
+  auto scrambled_bytes = jpeg;
+  for (std::size_t i = jpeg.size() / 3; i < jpeg.size() / 3 + 40; ++i) scrambled_bytes[i] = std::uint8_t(i * 37);
+  const auto scrambled = write("scrambled.jpg", scrambled_bytes);
+  bad_file_message(scrambled, [&] { decode(scrambled); });
+  const auto headless = write("headless.jpg", {jpeg.begin(), jpeg.begin() + 20});
+  contains(bad_file_message(headless, [&] { tp::data::read_header(tp::data::read_file(headless), headless); }), "JPEG");
+
+  const auto text = write("text.png", {'h', 'e', 'l', 'l', 'o', '\n'});
+  contains(bad_file_message(text, [&] { decode(text); }), "neither a JPEG nor a PNG");
+  auto png = bytes_of("large.png");
+  auto text_mode = png;
+  text_mode.erase(text_mode.begin() + 4);  // "\r\n" became "\n"
+  const auto damaged = write("damaged.png", text_mode);
+  contains(bad_file_message(damaged, [&] { decode(damaged); }), "signature is damaged");
+  const auto cut = write("cut.png", {png.begin(), png.begin() + std::ptrdiff_t(png.size() * 2 / 3)});
+  contains(bad_file_message(cut, [&] { decode(cut); }), "cannot decode PNG");
+  auto corrupt_bytes = png;
+  for (std::size_t i = png.size() / 2; i < png.size() / 2 + 16; ++i) corrupt_bytes[i] ^= 0x5A;
+  const auto corrupt = write("corrupt.png", corrupt_bytes);
+  contains(bad_file_message(corrupt, [&] { decode(corrupt); }), "cannot decode PNG");
+
+  const auto cmyk = file("cmyk.jpg");
+  contains(bad_file_message(cmyk, [&] { decode(cmyk); }), "CMYK");
+  const auto empty = write("empty.jpg", {});
+  contains(bad_file_message(empty, [&] { tp::data::read_file(empty); }), "empty");
+  const auto missing = (dir / "missing.jpg").string();
+  contains(bad_file_message(missing, [&] { tp::data::read_file(missing); }), "cannot open");
+  // Bytes given directly may be empty too.
+  contains(bad_file_message("x.jpg", [&] { tp::data::decode({}, "x.jpg", color::rgb); }), "empty");
+}
+
+TEST(ImageDecode, ManyThreadsDecodeAtOnce) {
+  const std::vector<std::string> names = {"rgb.jpg", "grey.png", "palette.png", "big.jpg"};
+  std::vector<std::vector<std::uint8_t>> files, expected;
+  for (const auto& name : names) files.push_back(bytes_of(name)), expected.push_back(bytes_of(name + ".rgb"));
+  std::atomic<int> wrong = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        const std::size_t k = std::size_t(i + t) % names.size();
+        if (interleaved(tp::data::decode(files[k], names[k], color::rgb)) != expected[k]) ++wrong;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(ImageTransforms, CropBoxesFollowTorchvisionsSampling) {
+  std::set<std::vector<std::int64_t>> distinct;
+  for (std::uint64_t seed = 0; seed < 2000; ++seed) {
+    tp::data::example_random random(seed);
+    const auto box = tp::data::random_resized_crop_box(28, 40, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, random);
+    ASSERT_TRUE(box.top >= 0 && box.left >= 0 && box.height > 0 && box.width > 0) << seed;
+    ASSERT_TRUE(box.top + box.height <= 28 && box.left + box.width <= 40) << seed;
+    const double area = double(box.height * box.width) / (28 * 40);
+    EXPECT_GT(area, 0.05);  // 0.08 before rounding the sides
+    distinct.insert({box.top, box.left, box.height, box.width});
+  }
+  EXPECT_GT(distinct.size(), 500u);
+  // No try can fit (the ratio 3..4 in a square, at least 90% of it): the centre crop of ratio 3.
+  tp::data::example_random random(1);
+  const auto fallback = tp::data::random_resized_crop_box(30, 30, {0.9, 1.0}, {3.0, 4.0}, random);
+  EXPECT_EQ(std::vector<std::int64_t>({fallback.top, fallback.left, fallback.height, fallback.width}),
+            std::vector<std::int64_t>({10, 0, 10, 30}));
+}
+
+TEST(ImageTransforms, DeterministicPerSeedDifferentAcrossSeeds) {
+  const auto bytes = bytes_of("big.jpg");
+  const auto t = tp::data::transforms().random_resized_crop(20, 24).random_horizontal_flip().normalize({0.5}, {0.25});
+  const auto a = t(bytes, "big.jpg", 11);
+  EXPECT_EQ(a.dtype(), torch::kFloat);
+  EXPECT_EQ(a.sizes(), torch::IntArrayRef({3, 20, 24}));
+  EXPECT_TRUE(torch::equal(a, t(bytes, "big.jpg", 11)));
+  int different = 0;
+  for (std::uint64_t seed = 0; seed < 10; ++seed) different += !torch::equal(a, t(bytes, "big.jpg", tp::data::example_seed(seed, 0, 0)));
+  EXPECT_EQ(different, 10);
+  EXPECT_NE(tp::data::example_seed(7, 0, 1), tp::data::example_seed(7, 1, 0));
+  EXPECT_NE(tp::data::example_seed(7, 0, 1), tp::data::example_seed(8, 0, 1));
+}
+
+// The crop and PIL's bilinear resize of the same box agree within rounding: upscaling crops of
+// a small JPEG, and shrinking ones (antialiased) of a larger PNG.
+TEST(ImageTransforms, RandomResizedCropIsPilsBilinearResizeOfTheBox) {
+  struct run {
+    std::string name;
+    std::int64_t h, w, out_h, out_w;
+  };
+  const std::vector<run> runs = {{"big.jpg", 48, 64, 40, 30}, {"large.png", 150, 200, 24, 32}, {"rgb.png", 23, 37, 23, 37}};
+  std::ofstream boxes(fixtures() / "boxes.txt");
+  std::vector<torch::Tensor> ours;
+  for (const auto& r : runs)
+    for (std::uint64_t seed = 0; seed < 6; ++seed) {
+      tp::data::example_random random(seed);
+      const auto b = tp::data::random_resized_crop_box(r.h, r.w, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, random);
+      boxes << r.name << ' ' << b.top << ' ' << b.left << ' ' << b.height << ' ' << b.width << ' ' << r.out_h << ' ' << r.out_w << '\n';
+      const auto t = tp::data::transforms().scaled_decode(false).random_resized_crop(r.out_h, r.out_w);
+      ours.push_back(t(bytes_of(r.name), r.name, seed).permute({1, 2, 0}).reshape({-1}));
+    }
+  boxes.close();
+  std::ofstream(fixtures() / "resize.py") << resize_py;
+  tp_test::run(std::string(TP_PYTHON) + " " + (fixtures() / "resize.py").string() + " " + fixtures().string());
+  const auto pil = bytes_of("pil_crops.raw");
+  const auto all = torch::cat(ours).to(torch::kInt);
+  ASSERT_EQ(std::int64_t(pil.size()), all.numel());
+  const auto diff = (all - torch::from_blob(const_cast<std::uint8_t*>(pil.data()), {all.numel()}, torch::kUInt8).to(torch::kInt)).abs();
+  EXPECT_LE(diff.max().item<int>(), 2);
+  EXPECT_LT(diff.to(torch::kFloat).mean().item<float>(), 0.3);
+}
+
+TEST(ImageTransforms, FlipNormalizeResizeAndCenterCrop) {
+  const auto bytes = bytes_of("rgb.png");  // 23 x 37
+  const auto image = tp::data::decode(bytes, "rgb.png", color::rgb);
+  EXPECT_TRUE(torch::equal(tp::data::transforms().random_horizontal_flip(1.0)(bytes, "f", 3), image.flip({2})));
+  EXPECT_TRUE(torch::equal(tp::data::transforms().random_horizontal_flip(0.0)(bytes, "f", 3), image));
+  EXPECT_TRUE(torch::equal(tp::data::transforms()(bytes, "f", 3), image));
+
+  const auto normalized = tp::data::transforms().normalize({0.5, 0.4, 0.3}, {0.2, 0.25, 0.5})(bytes, "n", 0);
+  const auto mean = torch::tensor({0.5, 0.4, 0.3}).view({3, 1, 1}), std = torch::tensor({0.2, 0.25, 0.5}).view({3, 1, 1});
+  EXPECT_TRUE(torch::allclose(normalized, (image.to(torch::kFloat) / 255 - mean) / std, 1e-5, 1e-5));
+
+  EXPECT_EQ(tp::data::transforms().resize(20)(bytes, "r", 0).sizes(), torch::IntArrayRef({3, 20, 32}));  // int(20 * 37 / 23)
+  EXPECT_EQ(tp::data::transforms().resize(9, 11)(bytes, "r", 0).sizes(), torch::IntArrayRef({3, 9, 11}));
+  // Centre crops: round((23 - 10) / 2) = 6 (half to even), round((37 - 12) / 2) = 12.
+  EXPECT_TRUE(torch::equal(tp::data::transforms().center_crop(10, 12)(bytes, "c", 0), image.slice(1, 6, 16).slice(2, 12, 24)));
+  // Flipped, then cropped: the crop is of the flipped image.
+  EXPECT_TRUE(torch::equal(tp::data::transforms().random_horizontal_flip(1).center_crop(10, 12)(bytes, "c", 0),
+                           image.flip({2}).slice(1, 6, 16).slice(2, 12, 24)));
+  // Larger than the image: padded with 0, as torchvision does ((30 - 23) // 2 = 3 rows on top).
+  const auto padded = tp::data::transforms().center_crop(30, 37)(bytes, "c", 0);
+  EXPECT_EQ(padded.sizes(), torch::IntArrayRef({3, 30, 37}));
+  EXPECT_TRUE(torch::equal(padded.slice(1, 3, 26), image));
+  EXPECT_EQ(padded.slice(1, 0, 3).sum().item<std::int64_t>() + padded.slice(1, 26, 30).sum().item<std::int64_t>(), 0);
+  // Normalized first, then padded: the padding is 0 after normalization.
+  const auto normalized_padded = tp::data::transforms().normalize({0.5}, {0.5}).center_crop(25, 37)(bytes, "c", 0);
+  EXPECT_EQ(normalized_padded.slice(1, 0, 1).abs().sum().item<float>(), 0.0f);
+  EXPECT_TRUE(torch::allclose(normalized_padded.slice(1, 1, 24), image.to(torch::kFloat) / 127.5 - 1, 1e-5, 1e-5));
+}
+
+TEST(ImageTransforms, HooksSeeTheImageSoFarAndItsGenerator) {
+  const auto bytes = bytes_of("grey.png");
+  const auto image = tp::data::decode(bytes, "g", color::grey);
+  std::uint64_t drawn = 0;
+  const auto t = tp::data::transforms(color::grey)
+                     .center_crop(20, 30)
+                     .then([&](torch::Tensor x, tp::data::example_random& random) {
+                       drawn = random.next();
+                       return x.to(torch::kFloat) * 2;
+                     })
+                     .normalize({1.0}, {2.0});
+  const auto out = t(bytes, "g", 5);
+  EXPECT_EQ(drawn, tp::data::example_random(5).next());
+  // A hook's floats are not divided by 255 again.
+  EXPECT_TRUE(torch::allclose(out, (image.slice(1, 2, 22).slice(2, 4, 34).to(torch::kFloat) * 2 - 1) / 2));
+  const auto wrong = tp::data::transforms().then([](torch::Tensor x, tp::data::example_random&) { return x[0]; });
+  try {
+    wrong(bytes, "g.png", 0);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[C, H, W]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("g.png"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ImageTransforms, SettersRejectBadArguments) {
+  const auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using tp::data::transforms;
+  EXPECT_NE(message([] { transforms().random_resized_crop(0, 4); }).find("sizes must be > 0, got 0 x 4"), std::string::npos);
+  EXPECT_NE(message([] { transforms().random_resized_crop(4, 4, {0.5, 0.1}); }).find("scale must be"), std::string::npos);
+  EXPECT_NE(message([] { transforms().random_resized_crop(4, 4, {0.1, 1}, {2, 1}); }).find("ratio must be"), std::string::npos);
+  EXPECT_NE(message([] { transforms().random_horizontal_flip(1.5); }).find("p must be in [0, 1]"), std::string::npos);
+  EXPECT_NE(message([] { transforms().normalize({0.5, 0.5}, {0.5}); }).find("same number"), std::string::npos);
+  EXPECT_NE(message([] { transforms().normalize({0.5}, {0}); }).find("std must be > 0"), std::string::npos);
+  EXPECT_NE(message([] { transforms(color::grey).normalize({0.5, 0.5, 0.5}, {1, 1, 1}); }).find("grey (1 channel)"), std::string::npos);
+  EXPECT_NE(message([] { transforms().then({}); }).find("empty"), std::string::npos);
+}
+
+// The scaled decode of a shrinking crop: the same crops, and the same picture within a few steps.
+TEST(ImageTransforms, ScaledDecodeKeepsTheCropsOfAFullDecode) {
+  const auto bytes = bytes_of("smooth.jpg");  // 128 x 96 gradients: the 1/4 scale fits 32 x 24
+  const auto fast = tp::data::transforms().resize(24, 32);
+  const auto full = tp::data::transforms().scaled_decode(false).resize(24, 32);
+  const auto a = fast(bytes, "s", 1).to(torch::kFloat), b = full(bytes, "s", 1).to(torch::kFloat);
+  EXPECT_EQ(a.sizes(), b.sizes());
+  EXPECT_LT((a - b).abs().max().item<float>(), 4.0f);
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    const auto crop = tp::data::transforms().random_resized_crop(8, 8).random_horizontal_flip();
+    const auto f = tp::data::transforms(crop)(bytes, "s", seed).to(torch::kFloat);
+    const auto g = tp::data::transforms(crop).scaled_decode(false)(bytes, "s", seed).to(torch::kFloat);
+    EXPECT_LT((f - g).abs().max().item<float>(), 6.0f) << seed;
+  }
+}
