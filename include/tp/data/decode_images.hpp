@@ -1,0 +1,240 @@
+#pragma once
+// decode_images(f, threads, seed, bad_files): image_files (image/image_file.hpp) to
+// torch::data::Example<>{image, label}, decoded and augmented in `threads` worker threads, in the
+// source's order:
+//
+//   auto augment = tp::data::transforms().random_resized_crop(224, 224).horizontal_flip(0.5);
+//   auto flow = tp::data::image_folder(root) | tp::data::shuffle(42) | tp::data::shard(rank, world)
+//             | tp::data::decode_images(augment, 4, /*seed=*/7)           // + bad_files::skip
+//             | tp::data::batch(64);
+//
+// f is any callable f(std::span<const std::uint8_t> bytes, const std::string& path,
+// std::uint64_t seed) -> torch::Tensor (transforms is one). The label is an int64 scalar
+// tensor (a batch of them is what cross_entropy takes).
+//
+// - Seeds: example k of pass p gets example_seed(seed, p, file.id). It depends on the example
+//   and the pass only, not on threads, timing, rank or where a pass was resumed, so a resumed run
+//   makes the same crops. The view counts its passes (data/state.hpp), so that the dataflow's
+//   saved state brings the pass number back.
+// - Bytes: a file whose `bytes` are empty is read in the worker thread (image_folder's); a tar
+//   shard's record arrives read.
+// - A bad file (bad_file: missing, truncated, not an image) reaches the consumer with its
+//   message, at its place in the order (parallel_map passes it on), unless bad_files::skip:
+//   then it is left out and counted, and at the end of a pass one line to stderr says how many
+//   were skipped and why the first one was; skipped() counts them over all passes. A skip shifts
+//   the items after it, so such a pass has no global order to carry to another layout (a resume
+//   replays it, on the same number of ranks): keeps_order() says so to data/pass_position.hpp.
+//   Other exceptions (a transform's own bug) always go through.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <range/v3/iterator/default_sentinel.hpp>
+#include <range/v3/range/access.hpp>
+#include <range/v3/range/concepts.hpp>
+#include <range/v3/range/traits.hpp>
+#include <torch/data/example.h>
+#include <torch/types.h>
+
+#include <tp/data/image/bad_file.hpp>
+#include <tp/data/image/decode.hpp>
+#include <tp/data/image/example_random.hpp>
+#include <tp/data/image/image_file.hpp>
+#include <tp/data/length.hpp>
+#include <tp/data/parallel_map.hpp>
+
+namespace tp::data {
+
+enum class bad_files { fail, skip };
+
+namespace detail {
+
+struct decode_job {
+  image_file file;
+  std::uint64_t seed = 0;
+};
+struct decode_result {
+  std::optional<torch::data::Example<>> example;  // empty: skipped, for `error`
+  std::string error;
+};
+
+// The source's files, each with its seed for the pass that begin() starts.
+template <class Source>
+class seeded_files : public ranges::view_base {
+ public:
+  class iterator {
+   public:
+    using value_type = decode_job;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+
+    iterator() = default;
+    iterator(ranges::iterator_t<Source> it, ranges::sentinel_t<Source> end, std::uint64_t seed, std::uint64_t pass)
+        : it_(std::move(it)), end_(std::move(end)), seed_(seed), pass_(pass) {}
+    decode_job operator*() const {
+      image_file file = *it_;
+      const auto id = static_cast<std::uint64_t>(file.id);
+      return {std::move(file), example_seed(seed_, pass_, id)};
+    }
+    iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    void operator++(int) { ++it_; }
+    friend bool operator==(const iterator& i, ranges::default_sentinel_t) { return i.it_ == i.end_; }
+
+   private:
+    ranges::iterator_t<Source> it_{};
+    ranges::sentinel_t<Source> end_{};
+    std::uint64_t seed_ = 0, pass_ = 0;
+  };
+
+  seeded_files() = default;
+  seeded_files(Source source, std::uint64_t seed) : source_(std::move(source)), seed_(seed) {}
+  iterator begin() { return iterator(ranges::begin(source_), ranges::end(source_), seed_, pass_); }
+  ranges::default_sentinel_t end() const { return {}; }
+  Source& base() noexcept { return source_; }
+  void set_pass(std::uint64_t pass) noexcept { pass_ = pass; }
+
+ private:
+  Source source_;
+  std::uint64_t seed_ = 0, pass_ = 0;
+};
+
+// What each worker thread runs (its own copy of f).
+template <class F>
+struct decode_worker {
+  F f;
+  bad_files on_bad = bad_files::fail;
+  decode_result operator()(decode_job job) {
+    try {
+      const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
+      torch::Tensor image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed);
+      return {torch::data::Example<>{std::move(image), torch::scalar_tensor(job.file.label, torch::kLong)}, {}};
+    } catch (const bad_file& e) {
+      if (on_bad == bad_files::fail) throw;
+      return {std::nullopt, e.what()};
+    }
+  }
+};
+
+}  // namespace detail
+
+template <class Source, class F>
+class decoded_view : public ranges::view_base {
+  using inner_type = parallel_mapped_view<detail::seeded_files<Source>, detail::decode_worker<F>>;
+
+ public:
+  class iterator {
+   public:
+    using value_type = torch::data::Example<>;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+
+    iterator() = default;
+    explicit iterator(decoded_view* owner) : owner_(owner), it_(owner->inner_.begin()) { settle(); }
+    const value_type& operator*() const { return *(*it_).example; }
+    iterator& operator++() {
+      ++it_;
+      settle();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& i, ranges::default_sentinel_t) { return i.at_end_; }
+
+   private:
+    // Passes over skipped files; at the pass's end, says what was skipped.
+    void settle() {
+      for (; !(it_ == ranges::default_sentinel); ++it_) {
+        if ((*it_).example) return;
+        if (skipped_++ == 0) first_ = (*it_).error;
+        owner_->skipped_.fetch_add(1);
+      }
+      at_end_ = true;
+      if (skipped_ > 0)
+        std::cerr << "tp::data::decode_images: skipped " << skipped_ << " bad file" << (skipped_ == 1 ? "" : "s") << " in pass "
+                  << owner_->pass_ + 1 << " (the first: " << first_ << ")" << std::endl;
+    }
+
+    decoded_view* owner_ = nullptr;
+    ranges::iterator_t<inner_type> it_{};
+    bool at_end_ = false;
+    std::int64_t skipped_ = 0;  // in this pass
+    std::string first_;
+  };
+
+  decoded_view() = default;
+  decoded_view(Source source, F f, int threads, std::uint64_t seed, bad_files on_bad)
+      : inner_(detail::seeded_files<Source>(std::move(source), seed), detail::decode_worker<F>{std::move(f), on_bad}, threads,
+               order::keep, 2 * static_cast<std::size_t>(threads)),
+        on_bad_(on_bad) {}
+  decoded_view(const decoded_view& other) : inner_(other.inner_), on_bad_(other.on_bad_), passes_(other.passes_), skipped_(other.skipped()) {}
+  decoded_view(decoded_view&& other) noexcept
+      : inner_(std::move(other.inner_)), on_bad_(other.on_bad_), passes_(other.passes_), skipped_(other.skipped()) {}
+  decoded_view& operator=(decoded_view other) noexcept {
+    inner_ = std::move(other.inner_);
+    on_bad_ = other.on_bad_;
+    passes_ = other.passes_;
+    skipped_ = other.skipped();
+    return *this;
+  }
+
+  // Starts the next pass: its number seeds every example in it.
+  iterator begin() {
+    pass_ = passes_++;
+    inner_.base().set_pass(pass_);
+    return iterator(this);
+  }
+  ranges::default_sentinel_t end() const { return {}; }
+  Source& base() noexcept { return inner_.base().base(); }
+
+  std::uint64_t passes() const noexcept { return passes_; }
+  void set_passes(std::uint64_t passes) noexcept { passes_ = passes; }
+  // Whether every file of a pass becomes one example in its place (see the top).
+  bool keeps_order() const noexcept { return on_bad_ == bad_files::fail; }
+  // Bad files left out so far (bad_files::skip), over all passes; safe from any thread.
+  std::int64_t skipped() const noexcept { return skipped_.load(); }
+  // The source's count per pass (with skipping, what a pass yields at most).
+  std::optional<std::int64_t> items_per_pass() { return data::items_per_pass(base()); }
+
+ private:
+  inner_type inner_;
+  bad_files on_bad_ = bad_files::fail;
+  std::uint64_t passes_ = 0, pass_ = 0;
+  std::atomic<std::int64_t> skipped_{0};
+};
+
+template <class F>
+struct decode_images {
+  F f;
+  int threads;
+  std::uint64_t seed;
+  bad_files on_bad;
+
+  decode_images(F fn, int thread_count, std::uint64_t s, bad_files b = bad_files::fail)
+      : f(std::move(fn)), threads(thread_count), seed(s), on_bad(b) {
+    static_assert(std::is_invocable_r_v<torch::Tensor, F&, std::span<const std::uint8_t>, const std::string&, std::uint64_t>,
+                  "tp::data::decode_images: f must be callable as f(std::span<const std::uint8_t> bytes, const std::string& path, "
+                  "std::uint64_t seed) -> torch::Tensor (tp::data::transforms is one)");
+    if (thread_count <= 0)
+      throw std::invalid_argument("tp::data::decode_images: the number of threads must be > 0, got " + std::to_string(thread_count));
+  }
+
+  template <class Source>
+  friend auto operator|(Source&& source, decode_images d) {
+    using S = std::remove_cvref_t<Source>;
+    static_assert(ranges::input_range<S> && std::is_convertible_v<ranges::range_value_t<S>, image_file>,
+                  "tp::data::decode_images needs a range of tp::data::image_file on its left (image_folder, list_file, tar_shards)");
+    return decoded_view<S, F>(std::forward<Source>(source), std::move(d.f), d.threads, d.seed, d.on_bad);
+  }
+};
+
+}  // namespace tp::data

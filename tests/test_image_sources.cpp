@@ -1,0 +1,410 @@
+// Image sources (image_folder, list_file, tar_shards) and decode_images: listings and labels,
+// sharding over ranks, bitwise resumes through QueueInput, and every bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <tp/data/decode_images.hpp>
+#include <tp/data/image/decode.hpp>
+#include <tp/data/image_folder.hpp>
+#include <tp/data/tar_shards.hpp>
+
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using tp_test::TempDir;
+
+namespace {
+
+// Fashion-MNIST's first 24 training images as PNGs (4 tar shards of 6), written once by the
+// script the example and the benchmark use.
+const fs::path& images() {
+  static TempDir dir("image_sources");
+  static const bool written = [] {
+    const auto out = tp_test::run(std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/scripts/write_image_folder.py " + dir.path.string() +
+                                  " --limit 24 --tar-shards 4 2>&1");
+    EXPECT_TRUE(fs::exists(dir.path / "train-000003.tar")) << out;
+    return true;
+  }();
+  (void)written;
+  return dir.path;
+}
+std::vector<std::string> shards() { return tp::data::tar_files_in(images().string(), "train-"); }
+
+void write(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+#define EXPECT_MESSAGE(call, text) EXPECT_NE(message_of([&] { call; }).find(text), std::string::npos) << message_of([&] { call; })
+
+// A small augmentation, exact and cheap: A's decode, then a crop and flip drawn from the seed.
+struct crop_flip {
+  torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string& path, std::uint64_t seed) const {
+    auto image = tp::data::decode(bytes, path, tp::data::color::grey);
+    tp::data::example_random random(seed);
+    const auto top = random.below(9), left = random.below(9);
+    image = image.slice(1, top, top + 20).slice(2, left, left + 20);
+    return random.below(2) ? image.flip({2}) : image.contiguous();
+  }
+};
+// What it was given: the seed and the bytes' sum, to check seeds and ids exactly.
+struct seed_and_sum {
+  torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string&, std::uint64_t seed) const {
+    const auto sum = std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0});
+    return torch::tensor({static_cast<std::int64_t>(seed), sum});
+  }
+};
+
+std::vector<torch::data::Example<>> drain(auto& input, int n) {
+  std::vector<torch::data::Example<>> out;
+  for (int i = 0; i < n; ++i) out.push_back(input.next_batch());
+  return out;
+}
+void expect_same_batches(const std::vector<torch::data::Example<>>& a, const std::vector<torch::data::Example<>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i].data, b[i].data)) << "batch " << i;
+    EXPECT_TRUE(torch::equal(a[i].target, b[i].target)) << "batch " << i;
+  }
+}
+// The ids of a pass's examples made by seed_and_sum with seed 7, from their seeds.
+std::vector<std::int64_t> ids_of(const std::vector<torch::data::Example<>>& batches, std::uint64_t pass, std::int64_t n = 24) {
+  std::map<std::int64_t, std::int64_t> id_of_seed;
+  for (std::int64_t id = 0; id < n; ++id) id_of_seed[static_cast<std::int64_t>(tp::data::example_seed(7, pass, id))] = id;
+  std::vector<std::int64_t> ids;
+  for (const auto& b : batches)
+    for (std::int64_t i = 0; i < b.data.size(0); ++i) ids.push_back(id_of_seed.at(b.data[i][0].item<std::int64_t>()));
+  return ids;
+}
+std::vector<std::int64_t> ids_of_files(auto&& range) {
+  std::vector<std::int64_t> ids;
+  for (auto&& f : range) ids.push_back(f.id);
+  return ids;
+}
+
+}  // namespace
+
+// --- image_folder ----------------------------------------------------------------------------------
+
+TEST(ImageFolder, ListsAsTorchvisionsImageFolderDoes) {
+  TempDir dir("image_folder_listing");
+  for (const auto* name : {"b/x.png", "b/A.JPG", "b/sub/c.jpeg", "b/sub-z/d.Png", "b/notes.txt", "a/1.png", "a/0.jpg", "c d/e.png"})
+    write(dir.path / name, "not read");
+  const auto listed = tp::data::image_folder(dir.path.string());
+  EXPECT_EQ(listed.classes(), (std::vector<std::string>{"a", "b", "c d"}));
+  std::ostringstream mine;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i].id, static_cast<std::int64_t>(i));
+    mine << listed[i].path << " " << listed[i].label << "\n";
+  }
+  const auto theirs = tp_test::run(std::string(TP_PYTHON) + " -c \"import torchvision.datasets as d\n"
+                                   "for p, l in d.ImageFolder('" + dir.path.string() + "', loader=lambda p: p).samples: print(p, l)\"");
+  EXPECT_EQ(mine.str(), theirs);
+}
+
+TEST(ImageFolder, ShuffledAndShardedOverTwoRanksReadsEachExampleOncePerPass) {
+  auto folder = tp::data::image_folder((images() / "train").string());
+  ASSERT_EQ(folder.size(), 24u);
+  EXPECT_EQ(fs::path(folder[0].path).parent_path().filename().string(), folder.classes()[static_cast<std::size_t>(folder[0].label)]);
+  auto rank0 = folder | tp::data::shuffle(3) | tp::data::shard(0, 2);
+  auto rank1 = folder | tp::data::shuffle(3) | tp::data::shard(1, 2);
+  EXPECT_EQ(tp::data::items_per_pass(rank0), 12);
+  std::vector<std::int64_t> first_pass;
+  for (int pass = 0; pass < 2; ++pass) {
+    auto ids = ids_of_files(rank0);
+    const auto other = ids_of_files(rank1);
+    ids.insert(ids.end(), other.begin(), other.end());
+    std::set<std::int64_t> distinct(ids.begin(), ids.end());
+    EXPECT_EQ(ids.size(), 24u);
+    EXPECT_EQ(distinct.size(), 24u);
+    if (pass == 0) first_pass = ids;
+    else EXPECT_NE(ids, first_pass);  // a new order every pass
+  }
+}
+
+TEST(ImageFolder, RefusesAMissingFolderNoClassesAndAnEmptyClass) {
+  TempDir dir("image_folder_bad");
+  const auto root = dir.path.string();
+  EXPECT_MESSAGE(tp::data::image_folder(root + "/nowhere"), root + "/nowhere: no such folder");
+  EXPECT_MESSAGE(tp::data::image_folder(root), root + ": holds no class folder");
+  write(dir.path / "cat/1.png", "x");
+  write(dir.path / "dog/readme.txt", "x");
+  EXPECT_MESSAGE(tp::data::image_folder(root), root + "/dog: class folder 'dog' holds no .jpg, .jpeg or .png file");
+  try {
+    tp::data::image_folder(root);
+  } catch (const tp::data::bad_file& e) {
+    EXPECT_EQ(e.path(), root + "/dog");
+  }
+}
+
+// --- list_file -------------------------------------------------------------------------------------
+
+TEST(ListFile, ReadsPathsAndLabelsSkippingCommentsAndBlankLines) {
+  TempDir dir("list_file");
+  write(dir.path / "img/a.png", "a");
+  write(dir.path / "img/b c.png", "b");
+  write(dir.path / "list.txt", "# path label\n\nimg/a.png 3\r\n  img/b c.png\t0  \n");
+  const auto listed = tp::data::list_file((dir.path / "list.txt").string());
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0], (tp::data::image_file{(dir.path / "img/a.png").string(), 3, 0, {}}));
+  EXPECT_EQ(listed[1], (tp::data::image_file{(dir.path / "img/b c.png").string(), 0, 1, {}}));
+  write(dir.path / "elsewhere.txt", "a.png 1\n");
+  EXPECT_EQ(tp::data::list_file((dir.path / "elsewhere.txt").string(), (dir.path / "img").string())[0].path, (dir.path / "img/a.png").string());
+}
+
+TEST(ListFile, RefusesBadLinesAndMissingFilesNamingFileAndLine) {
+  TempDir dir("list_file_bad");
+  const auto list = (dir.path / "list.txt").string();
+  write(dir.path / "a.png", "a");
+  EXPECT_MESSAGE(tp::data::list_file(list), list + ": list file missing");
+  write(list, "a.png 1\n\na.png\n");
+  EXPECT_MESSAGE(tp::data::list_file(list), list + ": line 3: expected `relative/path label`, got 'a.png'");
+  write(list, "a.png cat\n");
+  EXPECT_MESSAGE(tp::data::list_file(list), list + ": line 1: the label 'cat' is not a class index");
+  write(list, "a.png -1\n");
+  EXPECT_MESSAGE(tp::data::list_file(list), "the label '-1' is not a class index");
+  write(list, "# nothing\n");
+  EXPECT_MESSAGE(tp::data::list_file(list), list + ": names no image");
+  write(list, "a.png 0\ngone.png 1\n");
+  EXPECT_MESSAGE(tp::data::list_file(list), (dir.path / "gone.png").string() + ": missing (named by " + list + ", line 2)");
+}
+
+// --- tar_shards ------------------------------------------------------------------------------------
+
+TEST(TarShards, ScansSamplesWithTheirIdsLabelsAndBytes) {
+  tp::data::tar_shards source(shards());
+  EXPECT_EQ(source.total(), 24);
+  EXPECT_EQ(tp::data::items_per_pass(source), 24);
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  std::map<std::string, tp::data::image_file> by_name;  // the folder's files by their index
+  for (const auto& f : folder) by_name[fs::path(f.path).stem().string()] = f;
+  std::int64_t expected_id = 0;
+  for (int pass = 0; pass < 2; ++pass, expected_id = 0)
+    for (const auto& sample : source) {
+      EXPECT_EQ(sample.id, expected_id++);
+      const auto key = sample.path.substr(sample.path.rfind(':') + 1);
+      EXPECT_EQ(sample.path, shards()[static_cast<std::size_t>(sample.id / 6)] + ":" + key);
+      const auto& file = by_name.at(key.substr(1));  // keys have 6 digits, file names 5
+      EXPECT_EQ(sample.label, file.label);
+      EXPECT_EQ(sample.bytes, tp::data::read_file(file.path));
+    }
+  EXPECT_EQ(expected_id, 0);
+  EXPECT_EQ(source.passes(), 2u);
+}
+
+TEST(TarShards, RanksReadWholeShardsAndYieldTheSameCountEachPass) {
+  TempDir dir("tar_shares");
+  auto files = shards();
+  files.pop_back();  // 3 shards: rank 0 of 2 holds 12 samples, rank 1 holds 6: both yield 6
+  for (std::uint64_t seed : {0, 5}) {
+    const auto shuffle = seed ? std::optional(seed) : std::nullopt;
+    tp::data::tar_shards rank0(files, 0, 2, shuffle), rank1(files, 1, 2, shuffle);
+    EXPECT_EQ(tp::data::items_per_pass(rank0), 6);
+    std::set<std::vector<std::int64_t>> orders;
+    for (int pass = 0; pass < 6; ++pass) {
+      const auto mine = ids_of_files(rank0), theirs = ids_of_files(rank1);
+      EXPECT_EQ(mine.size(), 6u);
+      EXPECT_EQ(theirs, (std::vector<std::int64_t>{6, 7, 8, 9, 10, 11}));  // shard 1
+      for (auto id : mine) EXPECT_TRUE(id < 6 || id >= 12) << id;       // shards 0 and 2
+      orders.insert(mine);
+    }
+    EXPECT_EQ(orders.size(), seed ? 2u : 1u);  // shuffle_seed: shard 0 or shard 2 first
+  }
+  EXPECT_MESSAGE(tp::data::tar_shards(files, 0, 4), "3 shard files for 4 ranks; every rank reads whole shards");
+}
+
+TEST(TarShards, RefusesMissingCutShortAndIncompleteShardsNamingThem) {
+  TempDir dir("tar_bad");
+  const auto good = shards()[0];
+  const auto missing = (dir.path / "gone.tar").string();
+  EXPECT_MESSAGE(tp::data::tar_shards({good, missing}), missing + ": missing");
+
+  const auto bytes = tp_test::read_all(good);
+  for (std::size_t cut : {std::size_t{700}, std::size_t{1000}, std::size_t{2560}, bytes.size() / 2}) {  // 2560: between samples
+    const auto shard = (dir.path / ("cut" + std::to_string(cut) + ".tar")).string();
+    write(shard, bytes.substr(0, cut));
+    const auto message = message_of([&] { tp::data::tar_shards{{shard}}; });
+    EXPECT_EQ(message.find(shard + ": cut short"), 0u) << message;
+    EXPECT_NE(message.find("not fully written or copied"), std::string::npos) << message;
+  }
+  write(dir.path / "junk.tar", std::string(2000, 'x'));
+  EXPECT_MESSAGE(tp::data::tar_shards({(dir.path / "junk.tar").string()}), (dir.path / "junk.tar").string() + ": is not a tar file");
+  write(dir.path / "empty.tar", "");
+  EXPECT_MESSAGE(tp::data::tar_shards({(dir.path / "empty.tar").string()}), "empty.tar: is empty");
+
+  const auto tar = [&](const std::string& name, const std::string& members) {
+    const auto folder = dir.path / name;
+    tp_test::run("mkdir -p " + folder.string() + " && cd " + folder.string() + " && " + members + " && tar cf ../" + name + ".tar *");
+    return (dir.path / (name + ".tar")).string();
+  };
+  const auto no_label = tar("no_label", "echo 1 > a.cls && echo x > a.png && echo x > b.png");
+  EXPECT_MESSAGE(tp::data::tar_shards({no_label}), no_label + ":b: sample without a label (no b.cls member)");
+  const auto no_image = tar("no_image", "echo 1 > a.cls && echo x > a.txt");
+  EXPECT_MESSAGE(tp::data::tar_shards({no_image}), no_image + ":a: sample without an image");
+  const auto bad_label = tar("bad_label", "echo seven > a.cls && echo x > a.jpg");
+  EXPECT_MESSAGE(tp::data::tar_shards({bad_label}), bad_label + ":a: the label member a.cls is not a class index");
+}
+
+// --- decode_images -----------------------------------------------------------------------------------
+
+TEST(DecodeImages, SeedsEachExampleByPassAndIdAndKeepsTheOrderOnAnyThreadCount) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  for (int threads : {1, 3}) {
+    auto flow = folder | tp::data::shuffle(2) | tp::data::decode_images(seed_and_sum{}, threads, 7);
+    for (std::uint64_t pass = 0; pass < 2; ++pass) {
+      const auto order = tp::data::detail::permutation(24, 2, pass);
+      std::size_t i = 0;
+      for (const auto& example : flow) {
+        const auto& file = folder[static_cast<std::size_t>(order[i++])];
+        EXPECT_EQ(example.data[0].item<std::int64_t>(), static_cast<std::int64_t>(tp::data::example_seed(7, pass, static_cast<std::uint64_t>(file.id))));
+        const auto bytes = tp::data::read_file(file.path);
+        EXPECT_EQ(example.data[1].item<std::int64_t>(), std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}));
+        EXPECT_EQ(example.target.dim(), 0);
+        EXPECT_EQ(example.target.scalar_type(), torch::kLong);
+        EXPECT_EQ(example.target.item<std::int64_t>(), file.label);
+      }
+      EXPECT_EQ(i, 24u);
+    }
+    EXPECT_EQ(tp::data::save_state(flow), (tp::data::dataflow_state{2, 2}));
+  }
+}
+
+// Saved after 7 batches of 5 (inside pass 2) and after 5 (at pass 1's end): the resumed input
+// gives bitwise the batches the uninterrupted one gave.
+template <class MakeFlow>
+void expect_bitwise_resume(MakeFlow make_flow) {
+  for (int threads : {1, 2})
+    for (int drained : {7, 5}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, after " + std::to_string(drained) + " batches");
+      tp::QueueInput first(make_flow(threads), 3);
+      drain(first, drained);
+      const auto where = first.position();
+      const auto expected = drain(first, 8);
+      tp::QueueInput resumed(make_flow(threads), 3);
+      resumed.restore(where);
+      EXPECT_EQ(resumed.position(), where);
+      expect_same_batches(drain(resumed, 8), expected);
+    }
+}
+
+TEST(DecodeImages, ResumeFromAFolderIsBitwise) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  expect_bitwise_resume([&](int threads) {
+    return folder | tp::data::shuffle(3) | tp::data::shard(0, 1) | tp::data::decode_images(crop_flip{}, threads, 7) | tp::data::batch(5);
+  });
+}
+
+TEST(DecodeImages, ResumeFromTarShardsIsBitwise) {
+  expect_bitwise_resume([](int threads) {  // the shard's own skip: no view counts passes above it but decode_images
+    return tp::data::tar_shards(shards(), 0, 1, 4) | tp::data::decode_images(crop_flip{}, threads, 7) | tp::data::batch(5);
+  });
+  expect_bitwise_resume([](int threads) {  // the input replays the pass: shuffle_buffer's order is per rank
+    return tp::data::tar_shards(shards(), 0, 1, 4) | tp::data::shuffle_buffer(6, 9) | tp::data::decode_images(crop_flip{}, threads, 7) |
+           tp::data::batch(5);
+  });
+}
+
+TEST(DecodeImages, AFolderPositionFromTwoRanksGoesOnOnOne) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  auto flow = [&](int rank, int world) {
+    return folder | tp::data::shuffle(3) | tp::data::shard(rank, world) | tp::data::decode_images(seed_and_sum{}, 2, 7) | tp::data::batch(2);
+  };
+  tp::QueueInput rank0(flow(0, 2)), rank1(flow(1, 2)), whole(flow(0, 1));
+  auto read = drain(rank0, 3);
+  const auto other = drain(rank1, 3);
+  read.insert(read.end(), other.begin(), other.end());
+  const auto where = rank0.position();
+  EXPECT_EQ(where.datapoints, 12);
+  const auto all = ids_of(drain(whole, 12), 0);  // the pass's global order
+
+  tp::QueueInput resumed(flow(0, 1));
+  resumed.restore(where);
+  auto rest = ids_of(drain(resumed, 6), 0);
+  auto seen = ids_of(read, 0);
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::int64_t> first(all.begin(), all.begin() + 12);
+  std::sort(first.begin(), first.end());
+  EXPECT_EQ(seen, first);
+  EXPECT_EQ(rest, std::vector<std::int64_t>(all.begin() + 12, all.end()));
+}
+
+TEST(DecodeImages, ATarPositionMidPassRefusesAnotherWorldSizeAndChangesNothing) {
+  auto flow = [](int rank, int world) {
+    return tp::data::tar_shards(shards(), rank, world) | tp::data::decode_images(seed_and_sum{}, 2, 7) | tp::data::batch(3);
+  };
+  tp::QueueInput two(flow(0, 2));
+  drain(two, 2);
+  tp::QueueInput one(flow(0, 1));
+  const auto before = drain(one, 1);
+  const auto message = message_of([&] { one.restore(two.position()); });
+  EXPECT_NE(message.find("tp::data::tar_shards: the position was saved on 2 ranks, 12 datapoints into a pass"), std::string::npos) << message;
+  EXPECT_NE(message.find("Resume on 2 ranks, or from a checkpoint taken at the end of a pass"), std::string::npos) << message;
+  EXPECT_EQ(ids_of(drain(one, 1), 0), (std::vector<std::int64_t>{3, 4, 5}));  // went on where it was
+  EXPECT_EQ(ids_of(before, 0), (std::vector<std::int64_t>{0, 1, 2}));
+
+  drain(two, 2);  // the end of the pass: 4 batches of 3 on each rank
+  tp::QueueInput resumed(flow(0, 1));
+  resumed.restore(two.position());
+  EXPECT_EQ(ids_of(drain(resumed, 2), 1), (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}));  // the next pass, whole
+}
+
+TEST(DecodeImages, ABadFileIsAnErrorNamingItOrASkipCountedEachPass) {
+  TempDir dir("decode_bad");
+  fs::copy(images() / "train", dir.path, fs::copy_options::recursive);
+  const auto folder0 = tp::data::image_folder(dir.path.string());
+  const auto truncated = folder0[3].path, not_png = folder0[10].path;
+  const auto bytes = tp_test::read_all(truncated);
+  write(truncated, bytes.substr(0, bytes.size() / 2));
+  write(not_png, "this is not a PNG file at all");
+  const auto folder = tp::data::image_folder(dir.path.string());
+  for (int threads : {1, 2}) {
+    auto failing = folder | tp::data::decode_images(crop_flip{}, threads, 7) | tp::data::batch(4);
+    tp::QueueInput input(failing);
+    try {
+      drain(input, 6);
+      FAIL() << "no error";
+    } catch (const tp::data::bad_file& e) {
+      EXPECT_EQ(e.path(), truncated) << e.what();
+    }
+    EXPECT_THROW(input.next_batch(), tp::data::bad_file);  // and again: nothing waits
+
+    auto skipping = folder | tp::data::decode_images(crop_flip{}, threads, 7, tp::data::bad_files::skip) | tp::data::batch(4);
+    testing::internal::CaptureStderr();
+    std::int64_t n = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (const auto& b : skipping) n += b.data.size(0);
+    const auto said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(n, 2 * 22);
+    const auto& decoded = skipping.base();
+    EXPECT_EQ(decoded.skipped(), 4);
+    EXPECT_EQ(decoded.passes(), 2u);
+    EXPECT_FALSE(decoded.keeps_order());
+    EXPECT_NE(said.find("tp::data::decode_images: skipped 2 bad files in pass 1 (the first: " + truncated + ": "), std::string::npos) << said;
+    EXPECT_NE(said.find("skipped 2 bad files in pass 2"), std::string::npos) << said;
+  }
+}
+
+TEST(DecodeImages, SaysHowManyBatchesAPassHolds) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  tp::QueueInput from_folder(folder | tp::data::shuffle(1) | tp::data::shard(1, 2) | tp::data::decode_images(crop_flip{}, 1, 7) |
+                             tp::data::batch(5));
+  EXPECT_EQ(from_folder.batches_per_pass(), 3);  // 12 examples
+  tp::QueueInput from_shards(tp::data::tar_shards(shards(), 1, 2) | tp::data::shuffle_buffer(4, 1) |
+                             tp::data::decode_images(crop_flip{}, 1, 7) | tp::data::batch(5));
+  EXPECT_EQ(from_shards.batches_per_pass(), 3);
+}
