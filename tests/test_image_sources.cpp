@@ -11,6 +11,7 @@
 
 #include <tp/data/decode_images.hpp>
 #include <tp/data/image/decode.hpp>
+#include <tp/data/image/transforms.hpp>
 #include <tp/data/image_folder.hpp>
 #include <tp/data/tar_shards.hpp>
 
@@ -52,16 +53,10 @@ std::string message_of(F&& f) {
 }
 #define EXPECT_MESSAGE(call, text) EXPECT_NE(message_of([&] { call; }).find(text), std::string::npos) << message_of([&] { call; })
 
-// A small augmentation, exact and cheap: A's decode, then a crop and flip drawn from the seed.
-struct crop_flip {
-  torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string& path, std::uint64_t seed) const {
-    auto image = tp::data::decode(bytes, path, tp::data::color::grey);
-    tp::data::example_random random(seed);
-    const auto top = random.below(9), left = random.below(9);
-    image = image.slice(1, top, top + 20).slice(2, left, left + 20);
-    return random.below(2) ? image.flip({2}) : image.contiguous();
-  }
-};
+// A's augmentation, as a training run would use it (on 28 x 28 grey images).
+tp::data::transforms augment() {
+  return tp::data::transforms(tp::data::color::grey).random_resized_crop(20, 20).random_horizontal_flip(0.5).normalize({0.3}, {0.35});
+}
 // What it was given: the seed and the bytes' sum, to check seeds and ids exactly.
 struct seed_and_sum {
   torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string&, std::uint64_t seed) const {
@@ -284,6 +279,21 @@ TEST(DecodeImages, SeedsEachExampleByPassAndIdAndKeepsTheOrderOnAnyThreadCount) 
   }
 }
 
+TEST(DecodeImages, GivesWhatTheTransformsMakeOfEachFileWithItsSeed) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  auto flow = folder | tp::data::decode_images(augment(), 2, 7);
+  for (std::uint64_t pass = 0; pass < 2; ++pass) {
+    std::size_t i = 0;
+    for (const auto& example : flow) {
+      const auto& file = folder[i++];
+      const auto bytes = tp::data::read_file(file.path);
+      const auto expected = augment()(bytes, file.path, tp::data::example_seed(7, pass, static_cast<std::uint64_t>(file.id)));
+      EXPECT_TRUE(torch::equal(example.data, expected)) << file.path;
+      EXPECT_EQ(example.data.sizes(), (std::vector<std::int64_t>{1, 20, 20}));
+    }
+  }
+}
+
 // Saved after 7 batches of 5 (inside pass 2) and after 5 (at pass 1's end): the resumed input
 // gives bitwise the batches the uninterrupted one gave.
 template <class MakeFlow>
@@ -305,16 +315,16 @@ void expect_bitwise_resume(MakeFlow make_flow) {
 TEST(DecodeImages, ResumeFromAFolderIsBitwise) {
   const auto folder = tp::data::image_folder((images() / "train").string());
   expect_bitwise_resume([&](int threads) {
-    return folder | tp::data::shuffle(3) | tp::data::shard(0, 1) | tp::data::decode_images(crop_flip{}, threads, 7) | tp::data::batch(5);
+    return folder | tp::data::shuffle(3) | tp::data::shard(0, 1) | tp::data::decode_images(augment(), threads, 7) | tp::data::batch(5);
   });
 }
 
 TEST(DecodeImages, ResumeFromTarShardsIsBitwise) {
   expect_bitwise_resume([](int threads) {  // the shard's own skip: no view counts passes above it but decode_images
-    return tp::data::tar_shards(shards(), 0, 1, 4) | tp::data::decode_images(crop_flip{}, threads, 7) | tp::data::batch(5);
+    return tp::data::tar_shards(shards(), 0, 1, 4) | tp::data::decode_images(augment(), threads, 7) | tp::data::batch(5);
   });
   expect_bitwise_resume([](int threads) {  // the input replays the pass: shuffle_buffer's order is per rank
-    return tp::data::tar_shards(shards(), 0, 1, 4) | tp::data::shuffle_buffer(6, 9) | tp::data::decode_images(crop_flip{}, threads, 7) |
+    return tp::data::tar_shards(shards(), 0, 1, 4) | tp::data::shuffle_buffer(6, 9) | tp::data::decode_images(augment(), threads, 7) |
            tp::data::batch(5);
   });
 }
@@ -373,7 +383,7 @@ TEST(DecodeImages, ABadFileIsAnErrorNamingItOrASkipCountedEachPass) {
   write(not_png, "this is not a PNG file at all");
   const auto folder = tp::data::image_folder(dir.path.string());
   for (int threads : {1, 2}) {
-    auto failing = folder | tp::data::decode_images(crop_flip{}, threads, 7) | tp::data::batch(4);
+    auto failing = folder | tp::data::decode_images(augment(), threads, 7) | tp::data::batch(4);
     tp::QueueInput input(failing);
     try {
       drain(input, 6);
@@ -383,7 +393,7 @@ TEST(DecodeImages, ABadFileIsAnErrorNamingItOrASkipCountedEachPass) {
     }
     EXPECT_THROW(input.next_batch(), tp::data::bad_file);  // and again: nothing waits
 
-    auto skipping = folder | tp::data::decode_images(crop_flip{}, threads, 7, tp::data::bad_files::skip) | tp::data::batch(4);
+    auto skipping = folder | tp::data::decode_images(augment(), threads, 7, tp::data::bad_files::skip) | tp::data::batch(4);
     testing::internal::CaptureStderr();
     std::int64_t n = 0;
     for (int pass = 0; pass < 2; ++pass)
@@ -401,10 +411,10 @@ TEST(DecodeImages, ABadFileIsAnErrorNamingItOrASkipCountedEachPass) {
 
 TEST(DecodeImages, SaysHowManyBatchesAPassHolds) {
   const auto folder = tp::data::image_folder((images() / "train").string());
-  tp::QueueInput from_folder(folder | tp::data::shuffle(1) | tp::data::shard(1, 2) | tp::data::decode_images(crop_flip{}, 1, 7) |
+  tp::QueueInput from_folder(folder | tp::data::shuffle(1) | tp::data::shard(1, 2) | tp::data::decode_images(augment(), 1, 7) |
                              tp::data::batch(5));
   EXPECT_EQ(from_folder.batches_per_pass(), 3);  // 12 examples
   tp::QueueInput from_shards(tp::data::tar_shards(shards(), 1, 2) | tp::data::shuffle_buffer(4, 1) |
-                             tp::data::decode_images(crop_flip{}, 1, 7) | tp::data::batch(5));
+                             tp::data::decode_images(augment(), 1, 7) | tp::data::batch(5));
   EXPECT_EQ(from_shards.batches_per_pass(), 3);
 }

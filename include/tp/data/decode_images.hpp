@@ -3,7 +3,7 @@
 // torch::data::Example<>{image, label}, decoded and augmented in `threads` worker threads, in the
 // source's order:
 //
-//   auto augment = tp::data::transforms().random_resized_crop(224, 224).horizontal_flip(0.5);
+//   auto augment = tp::data::transforms().random_resized_crop(224).random_horizontal_flip(0.5);
 //   auto flow = tp::data::image_folder(root) | tp::data::shuffle(42) | tp::data::shard(rank, world)
 //             | tp::data::decode_images(augment, 4, /*seed=*/7)           // + bad_files::skip
 //             | tp::data::batch(64);
