@@ -7,6 +7,8 @@
   OUT/train/CLASS/NNNNN.EXT, OUT/test/CLASS/NNNNN.EXT   torchvision's ImageFolder layout: CLASS is
       the label's digit (0-9, so the sorted folder names are the labels) and NNNNN the image's
       index in its IDX file (so the sorted names are the file's order).
+  OUT/train.txt, OUT/test.txt                           list files: `SPLIT/CLASS/NNNNN.EXT LABEL` per
+      line, in the IDX files' order (the order of the in-memory reader, tp::data::fashion_mnist).
   OUT/train-NNNNNN.tar, OUT/test-NNNNNN.tar             with --tar-shards K: K shards per split in
       the WebDataset layout (KEY.EXT image and KEY.cls label, KEY the image's index), each a
       contiguous run of the split, in order.
@@ -85,9 +87,12 @@ def main():
         encoded = [(encode(image, args), label) for image, label in examples]
         for label in sorted({label for _, label in encoded}):
             os.makedirs(os.path.join(args.out, split, str(label)), exist_ok=True)
-        for index, (data, label) in enumerate(encoded):
-            with open(os.path.join(args.out, split, str(label), f"{index:05d}.{ext}"), "wb") as f:
-                f.write(data)
+        with open(os.path.join(args.out, f"{split}.txt"), "w") as listing:
+            for index, (data, label) in enumerate(encoded):
+                name = f"{split}/{label}/{index:05d}.{ext}"
+                with open(os.path.join(args.out, name), "wb") as f:
+                    f.write(data)
+                listing.write(f"{name} {label}\n")
         shards = min(args.tar_shards, len(encoded))
         for k in range(shards):
             begin, end = k * len(encoded) // shards, (k + 1) * len(encoded) // shards

@@ -5,6 +5,7 @@
 // The other umbrellas are installed too, and compile against the installed package's flags.
 #include <tp/data.hpp>
 #include <tp/distributed.hpp>
+#include <tp/images.hpp>
 #include <tp/monitors.hpp>
 #include <torch/torch.h>
 

@@ -11,7 +11,11 @@
 //   - the shard says the world size, and where the current pass started (a resumed pass starts
 //     part-way: shard.start_next_pass_at);
 //   - a seeded view above the shard (a shuffle after shard) makes each rank's order depend on
-//     the number of ranks: such a pass has no global order to carry to another world size.
+//     the number of ranks: such a pass has no global order to carry to another world size. A
+//     view that counts passes only to seed what it does to each datapoint in its place says so
+//     with keeps_order() (decode_images), and leaves the global order alone;
+//   - a shard view may judge a position itself (a source that is its own shard: tar_shards):
+//     check_movable(where) refuses what it cannot follow, go_to(where) goes there.
 // A dataflow without a shard is one rank's whole order (world size 1).
 #include <cstdint>
 #include <optional>
@@ -40,6 +44,11 @@ template <class V>
 concept batch_view = requires(const V& v) {
   { v.batch_size() } -> std::convertible_to<std::int64_t>;
 };
+template <class V>
+bool keeps_order(const V& v) {
+  if constexpr (requires { { v.keeps_order() } -> std::convertible_to<bool>; }) return v.keeps_order();
+  else return false;
+}
 
 // Calls f(shard) on the first shard view, if any, and g(view) on every view above it.
 template <class Flow, class OnShard, class Above>
@@ -72,7 +81,7 @@ pass_layout pass_layout_of(Flow& flow) {
       [&](auto& view) {
         using V = std::remove_cvref_t<decltype(view)>;
         if constexpr (detail::batch_view<V>) layout.datapoints_per_item *= view.batch_size();
-        if constexpr (counts_passes<V>) seeded_above = true;
+        if constexpr (counts_passes<V>) seeded_above = seeded_above || !detail::keeps_order(view);
       });
   return layout;
 }
@@ -100,6 +109,9 @@ void check_movable(Flow& flow, const position& where) {
   const auto here = pass_layout_of(flow);
   if (where.datapoints < 0) return;  // an old position: it holds only on its own layout, as before
   auto refuse = [](const std::string& why) { throw std::invalid_argument(why); };
+  detail::walk_to_shard(flow, [&](auto& shard) {
+    if constexpr (requires { shard.check_movable(where); }) shard.check_movable(where);
+  }, [](auto&) {});
   if (here.shuffled_per_rank) {
     if (here.world_size != where.world_size)
       refuse("its dataflow shuffles after shard(rank, world_size), so each rank's order depends on the number of ranks; shuffle "
@@ -122,7 +134,10 @@ std::int64_t go_to(Flow& flow, const position& where) {
   if (where.datapoints < 0) return where.consumed;
   if (here.shuffled_per_rank) return where.consumed * where.batch / here.datapoints_per_item;
   if (!here.sharded) return where.datapoints / here.datapoints_per_item;
-  detail::walk_to_shard(flow, [&](auto& shard) { shard.start_next_pass_at(where.datapoints); }, [](auto&) {});
+  detail::walk_to_shard(flow, [&](auto& shard) {
+    if constexpr (requires { shard.go_to(where); }) shard.go_to(where);
+    else shard.start_next_pass_at(where.datapoints);
+  }, [](auto&) {});
   return 0;
 }
 

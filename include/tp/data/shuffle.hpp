@@ -25,6 +25,7 @@
 #include <range/v3/range/traits.hpp>
 #include <range/v3/view/interface.hpp>
 
+#include <tp/data/length.hpp>
 #include <tp/data/random.hpp>
 #include <tp/data/state.hpp>
 
@@ -163,6 +164,8 @@ class buffer_shuffled_view : public ranges::view_base {
   Source& base() noexcept { return source_; }
   std::uint64_t passes() const noexcept { return passes_; }
   void set_passes(std::uint64_t passes) noexcept { passes_ = passes; }
+  // As many as the source's, where it can tell (data/length.hpp): a stream such as tar_shards.
+  std::optional<std::int64_t> items_per_pass() { return data::items_per_pass(source_); }
 
  private:
   Source source_;
