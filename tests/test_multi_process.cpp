@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -607,3 +608,36 @@ TEST(TpRun, CtrlCAtTheTerminalStopsEveryRankAfterTheSameStep) {
   EXPECT_NE(run.output.find("stopped on the signal passed on (exit status 130)"), std::string::npos) << run.output;
   EXPECT_EQ(newest_checkpoint(dir.path / "logs"), step);
 }
+
+// Image sources under tp-run -n 2 (read_pass): in each of two passes, every training image is
+// read by exactly one rank; from a folder (shuffle, then shard) all of them, from tar shards
+// (whole shard files per rank, equal shares) all of each rank's share.
+void expect_each_image_read_once_per_pass(const std::string& kind, std::size_t expected_per_pass) {
+  TempDir dir("read_pass_" + kind);
+  auto write = start({TP_PYTHON, TP_SOURCE_DIR "/scripts/write_image_folder.py", (dir.path / "images").string(), "--limit", "40",
+                      "--tar-shards", "4"},
+                     {});
+  write.finish();
+  ASSERT_TRUE(write.succeeded()) << write.output;
+  auto run = start({TP_RUN, "-n", "2", TP_READ_PASS, kind, (dir.path / "images").string(), (dir.path / "ids").string()}, {});
+  run.finish();
+  ASSERT_TRUE(run.succeeded()) << run.output;
+  std::map<int, std::map<long, int>> reads;  // pass -> image -> times read
+  std::map<int, std::set<long>> by_rank[2];  // rank -> pass -> images
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream file(dir.path / ("ids." + std::to_string(rank)));
+    int pass = 0;
+    long image = 0;
+    while (file >> pass >> image) ++reads[pass][image], by_rank[rank][pass].insert(image);
+  }
+  ASSERT_EQ(reads.size(), 2u) << run.output;
+  for (const auto& [pass, times] : reads) {
+    EXPECT_EQ(times.size(), expected_per_pass) << "pass " << pass;
+    for (const auto& [image, n] : times) EXPECT_EQ(n, 1) << "image " << image << " in pass " << pass;
+    EXPECT_EQ(by_rank[0][pass].size(), by_rank[1][pass].size()) << "pass " << pass << ": the ranks' shares differ";
+  }
+}
+
+TEST(ImageSourcesUnderTpRun, EachImageOfAFolderIsReadByOneRankPerPass) { expect_each_image_read_once_per_pass("folder", 40); }
+// 4 shards of 10: rank 0 reads shards 0 and 2, rank 1 shards 1 and 3.
+TEST(ImageSourcesUnderTpRun, EachImageOfTarShardsIsReadByOneRankPerPass) { expect_each_image_read_once_per_pass("shards", 40); }
