@@ -354,3 +354,16 @@ TEST(ImageTransforms, ScaledDecodeKeepsTheCropsOfAFullDecode) {
     EXPECT_LT((f - g).abs().max().item<float>(), 6.0f) << seed;
   }
 }
+
+// A grey file read as RGB is resampled once and repeated: the same as decoding it to RGB first.
+TEST(ImageTransforms, GreyFilesReadAsRgbRepeatTheirChannel) {
+  for (std::string name : {"grey.jpg", "grey.png"}) {
+    const auto bytes = bytes_of(name);
+    const auto rgb = tp::data::decode(bytes, name, color::rgb);
+    EXPECT_TRUE(torch::equal(tp::data::transforms()(bytes, name, 0), rgb)) << name;
+    const auto out = tp::data::transforms().random_resized_crop(16, 16).normalize({0.1, 0.2, 0.3}, {0.5, 0.5, 0.5})(bytes, name, 4);
+    EXPECT_EQ(out.sizes(), torch::IntArrayRef({3, 16, 16}));
+    EXPECT_TRUE(torch::allclose(out[0] - 0.2, out[1], 1e-5, 1e-5)) << name;
+    EXPECT_TRUE(torch::allclose(out[0] - 0.4, out[2], 1e-5, 1e-5)) << name;
+  }
+}

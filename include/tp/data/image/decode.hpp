@@ -155,14 +155,15 @@ inline void png_fail(png_structp png, png_const_charp message) {
 }
 inline void png_ignore_warning(png_structp, png_const_charp) {}  // "known incorrect sRGB profile" and the like
 
-inline bool png_stage_header(png_structp png, png_infop info, bool rgb, png_uint_32* width, png_uint_32* height, int* channels) {
+inline bool png_stage_header(png_structp png, png_infop info, bool rgb, bool keep_grey, png_uint_32* width, png_uint_32* height,
+                             int* channels) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_read_info(png, info);
   const int type = png_get_color_type(png, info);
   if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);  // the high byte, as PIL does
   if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (type == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (rgb && !(type & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+  if (rgb && !(type & PNG_COLOR_MASK_COLOR) && !keep_grey) png_set_gray_to_rgb(png);
   png_set_strip_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
@@ -183,7 +184,7 @@ struct decoded {
   std::int64_t height = 0, width = 0, channels = 0;
 };
 
-inline decoded decode_png(std::span<const std::uint8_t> bytes, const std::string& path, color c,
+inline decoded decode_png(std::span<const std::uint8_t> bytes, const std::string& path, color c, bool keep_grey,
                           std::vector<std::uint8_t>& out) {
   png_source src{bytes.data(), bytes.size(), 0, {}};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_ignore_warning);
@@ -195,7 +196,7 @@ inline decoded decode_png(std::span<const std::uint8_t> bytes, const std::string
   png_set_read_fn(png, &src, png_read_bytes);
   png_uint_32 width = 0, height = 0;
   int channels = 0;
-  bool ok = png_stage_header(png, info, c == color::rgb, &width, &height, &channels);
+  bool ok = png_stage_header(png, info, c == color::rgb, keep_grey, &width, &height, &channels);
   std::vector<png_bytep> rows;
   std::vector<std::uint8_t> rgb_rows;  // colour read for a grey output: converted below
   if (ok) {
@@ -226,19 +227,22 @@ inline decoded decode_png(std::span<const std::uint8_t> bytes, const std::string
 }
 
 // Decodes into `out` as height x width x channels (interleaved, as both libraries write it).
+// keep_grey: a grey file stays one channel even for color::rgb (the caller repeats it, after
+// resampling one channel instead of three). `header`: the JPEG's, if the caller read it already.
 inline decoded decode_hwc(std::span<const std::uint8_t> bytes, const std::string& path, color c,
-                          std::optional<std::array<std::int64_t, 2>> at_least, std::vector<std::uint8_t>& out) {
-  if (is_png(bytes)) return decode_png(bytes, path, c, out);
+                          std::optional<std::array<std::int64_t, 2>> at_least, std::vector<std::uint8_t>& out,
+                          bool keep_grey = false, const jpeg_info* header = nullptr) {
+  if (is_png(bytes)) return decode_png(bytes, path, c, keep_grey, out);
   if (!is_jpeg(bytes)) unknown_format(bytes, path);
   tjhandle handle = jpeg_decompressor(path);
-  const auto info = jpeg_header(handle, bytes, path);
+  const auto info = header ? *header : jpeg_header(handle, bytes, path);
   const auto scale = jpeg_scale(info, at_least);
   const int width = TJSCALED(info.width, scale), height = TJSCALED(info.height, scale);
-  const int channels = c == color::rgb ? 3 : 1;
+  const int channels = c == color::rgb && !(keep_grey && info.colorspace == TJCS_GRAY) ? 3 : 1;
   out.resize(std::size_t(width) * height * channels);
   // STOPONWARNING: a corrupt stream stops at once instead of decoding the rest into grey.
   if (tjDecompress2(handle, bytes.data(), static_cast<unsigned long>(bytes.size()), out.data(), width, 0, height,
-                    c == color::rgb ? TJPF_RGB : TJPF_GRAY, TJFLAG_STOPONWARNING) != 0)
+                    channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_STOPONWARNING) != 0)
     jpeg_failed(handle, path);
   return {height, width, channels};
 }

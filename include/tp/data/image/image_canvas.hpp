@@ -29,10 +29,14 @@ class image_canvas {
  public:
   image_canvas(std::span<const std::uint8_t> bytes, const std::string& path, color c, bool scaled_decode)
       : bytes_(bytes), path_(path), color_(c), scaled_decode_(scaled_decode) {
-    const auto header = read_header(bytes, path);
     channels_ = c == color::rgb ? 3 : 1;
-    set_source(header.height, header.width);
-    jpeg_ = header.jpeg;
+    if (is_jpeg(bytes)) {  // kept, so that the decoder does not parse the header again
+      jpeg_ = jpeg_header(jpeg_decompressor(path), bytes, path);
+      set_source(jpeg_->height, jpeg_->width);
+    } else {
+      const auto header = read_header(bytes, path);
+      set_source(header.height, header.width);
+    }
   }
 
   std::int64_t height() const noexcept { return out_h_; }
@@ -97,11 +101,11 @@ class image_canvas {
     if (channels_ > 64) throw std::invalid_argument("tp::data::transforms: at most 64 channels, got " + std::to_string(channels_));
     for (std::int64_t c = 0; c < channels_; ++c) scale[c] = float(scale_[c]), offset[c] = float(offset_[c]);
     auto run = [&](const auto& src) {
-      if (floats_) resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), out.data_ptr<float>());
-      else resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), out.data_ptr<std::uint8_t>());
+      if (floats_) resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, out.data_ptr<float>());
+      else resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, out.data_ptr<std::uint8_t>());
     };
-    if (source_u8_) run(pixels<std::uint8_t>{source_u8_, src_h_, src_w_, channels_, stride_y_, stride_x_, stride_c_});
-    else run(pixels<float>{source_f32_, src_h_, src_w_, channels_, stride_y_, stride_x_, stride_c_});
+    if (source_u8_) run(pixels<std::uint8_t>{source_u8_, src_h_, src_w_, src_channels_, stride_y_, stride_x_, stride_c_});
+    else run(pixels<float>{source_f32_, src_h_, src_w_, src_channels_, stride_y_, stride_x_, stride_c_});
     rebase(out);
     return out;
   }
@@ -144,19 +148,21 @@ class image_canvas {
     if (image.scalar_type() == torch::kUInt8) source_u8_ = image.data_ptr<std::uint8_t>();
     else source_f32_ = image.data_ptr<float>();
     set_source(image.size(1), image.size(2));
+    src_channels_ = image.size(0);
     stride_c_ = image.size(1) * image.size(2);
     stride_y_ = image.size(2);
     stride_x_ = 1;
   }
 
-  // Decodes the file, at a smaller JPEG scale when the pending resize shrinks by 2x or more.
+  // Decodes the file; a JPEG at the smallest scale that keeps the pending resize from enlarging.
   void decode() {
     std::optional<std::array<std::int64_t, 2>> at_least;
     if (scaled_decode_ && jpeg_ && (box_w_ > double(out_w_) || box_h_ > double(out_h_)))
       at_least = std::array<std::int64_t, 2>{static_cast<std::int64_t>(std::ceil(double(src_h_) * double(out_h_) / box_h_)),
                                              static_cast<std::int64_t>(std::ceil(double(src_w_) * double(out_w_) / box_w_))};
     thread_local std::vector<std::uint8_t> buffer;  // reused: no allocation per image
-    const auto d = decode_hwc(bytes_, path_, color_, at_least, buffer);
+    const auto d = decode_hwc(bytes_, path_, color_, at_least, buffer, /*keep_grey=*/true, jpeg_ ? &*jpeg_ : nullptr);
+    src_channels_ = d.channels;
     const double fx = double(d.width) / double(src_w_), fy = double(d.height) / double(src_h_);
     box_x_ *= fx, box_w_ *= fx, box_y_ *= fy, box_h_ *= fy;
     src_h_ = d.height, src_w_ = d.width;
@@ -167,8 +173,9 @@ class image_canvas {
   std::span<const std::uint8_t> bytes_;
   const std::string& path_;
   color color_;
-  bool scaled_decode_, jpeg_ = false;
-  std::int64_t channels_ = 0;
+  bool scaled_decode_;
+  std::optional<jpeg_info> jpeg_;  // a JPEG's header
+  std::int64_t channels_ = 0, src_channels_ = 0;  // of the image, and of its source (1 for a grey file)
   bool floats_ = false;  // the values are floats (normalized, or a hook returned floats)
   // The source: the decoded pixels (interleaved) or a tensor [C, H, W].
   const std::uint8_t* source_u8_ = nullptr;

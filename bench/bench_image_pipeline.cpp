@@ -1,0 +1,160 @@
+// bench_image_pipeline MODE ROOT THREADS SECONDS SIZE: images per second through one image
+// pipeline on an ImageFolder tree, printed as "images_per_s X". Run by image_pipeline.sh, which
+// interleaves it with the torchvision peer (image_pipeline_peer.py) and takes medians.
+//
+//   tp       image_folder(ROOT) | shuffle | decode_images(transforms: random_resized_crop(SIZE),
+//            random_horizontal_flip, normalize; THREADS threads) | batch(64): what training reads
+//   decode   the limit: each of THREADS threads reads its share of the same files and decodes
+//            each at full size to RGB with TurboJPEG's tjDecompress2, nothing else
+//   inline   the same transforms and batches of 64 in this one thread, without decode_images'
+//            worker threads: what the hand-offs between threads cost, by difference
+//   overhead the transforms alone on one file held in memory, in this thread: microseconds per
+//            image above decoding it (printed as "us_per_image X decode_us X")
+//
+// glibc gives allocations above 32 MiB back to the kernel when freed, so each batch of 64 float
+// 224 x 224 x 3 images (38 MiB) would page-fault anew (a third of the time at 256 px); main()
+// raises that limit, as a training program that collates large batches should.
+//
+// The clock starts after the first batch (or the first 64 images), so thread start-up and the
+// first reads of cold files are not counted; the run stops at the first batch after SECONDS.
+#include <malloc.h>
+#include <turbojpeg.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tp/data/batch.hpp>
+#include <tp/data/decode_images.hpp>
+#include <tp/data/image/decode.hpp>
+#include <tp/data/image/transforms.hpp>
+#include <tp/data/image_folder.hpp>
+#include <tp/data/shuffle.hpp>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+tp::data::transforms augment(std::int64_t size) {
+  return tp::data::transforms(tp::data::color::rgb)
+      .random_resized_crop(size, size)
+      .random_horizontal_flip(0.5)
+      .normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
+}
+
+double run_tp(const std::string& root, int threads, double seconds, std::int64_t size) {
+  auto flow = tp::data::image_folder(root) | tp::data::shuffle(1) | tp::data::decode_images(augment(size), threads, 7) |
+              tp::data::batch(64);
+  std::int64_t images = 0;
+  std::optional<clock_type::time_point> start;
+  for (int pass = 0;; ++pass) {
+    for (auto&& b : flow) {
+      if (!start) {
+        start = clock_type::now();
+        continue;
+      }
+      images += b.data.size(0);
+      if (seconds_since(*start) >= seconds) return double(images) / seconds_since(*start);
+    }
+  }
+}
+
+double run_inline(const std::string& root, double seconds, std::int64_t size) {
+  auto files = tp::data::image_folder(root) | tp::data::shuffle(1);
+  const auto t = augment(size);
+  std::int64_t images = 0;
+  std::optional<clock_type::time_point> start;
+  std::vector<torch::Tensor> batch;
+  for (std::uint64_t pass = 0;; ++pass)
+    for (const auto& f : files) {
+      const auto bytes = tp::data::read_file(f.path);
+      batch.push_back(t(bytes, f.path, tp::data::example_seed(7, pass, std::uint64_t(f.id))));
+      if (batch.size() < 64) continue;
+      const auto stacked = torch::stack(batch);
+      batch.clear();
+      if (!start) {
+        start = clock_type::now();
+        continue;
+      }
+      images += stacked.size(0);
+      if (seconds_since(*start) >= seconds) return double(images) / seconds_since(*start);
+    }
+}
+
+double run_decode(const std::string& root, int threads, double seconds) {
+  std::vector<std::string> paths;
+  for (const auto& f : tp::data::image_folder(root)) paths.push_back(f.path);
+  std::atomic<std::int64_t> images = 0;
+  std::atomic<bool> started = false, stop = false;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      tjhandle handle = tjInitDecompress();
+      std::vector<unsigned char> pixels;
+      for (std::size_t i = std::size_t(t); !stop; i = (i + std::size_t(threads)) % paths.size()) {
+        const auto bytes = tp::data::read_file(paths[i]);
+        int w = 0, h = 0, subsamp = 0, colorspace = 0;
+        if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &w, &h, &subsamp, &colorspace) != 0) std::abort();
+        pixels.resize(std::size_t(w) * h * 3);
+        if (tjDecompress2(handle, bytes.data(), bytes.size(), pixels.data(), w, 0, h, TJPF_RGB, 0) != 0) std::abort();
+        if (started) ++images;
+      }
+      tjDestroy(handle);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // as tp's first batch: warm
+  started = true;
+  const auto start = clock_type::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const double n = double(images.load()), elapsed = seconds_since(start);
+  stop = true;
+  for (auto& w : workers) w.join();
+  return n / elapsed;
+}
+
+// Per image, in this thread: the whole transform, and the decode it contains.
+void run_overhead(const std::string& root, double seconds, std::int64_t size) {
+  const auto first = *tp::data::image_folder(root).begin();
+  const auto bytes = tp::data::read_file(first.path);
+  const auto t = augment(size);
+  const auto time = [&](auto&& f) {
+    std::int64_t n = 0;
+    const auto start = clock_type::now();
+    while (seconds_since(start) < seconds / 2)
+      for (int i = 0; i < 100; ++i, ++n) f(n);
+    return seconds_since(start) / double(n) * 1e6;
+  };
+  const double whole = time([&](std::int64_t n) { t(bytes, first.path, std::uint64_t(n)); });
+  std::vector<std::uint8_t> pixels;
+  const double decode = time([&](std::int64_t) { tp::data::detail::decode_hwc(bytes, first.path, tp::data::color::rgb, {}, pixels); });
+  std::printf("us_per_image %.3f decode_us %.3f\n", whole, decode);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: %s tp|inline|decode|overhead ROOT THREADS SECONDS SIZE\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1], root = argv[2];
+  const int threads = std::atoi(argv[3]);
+  const double seconds = std::atof(argv[4]);
+  const std::int64_t size = std::atoll(argv[5]);
+  if (!std::getenv("TP_BENCH_DEFAULT_MALLOC")) {
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  }
+  torch::set_num_threads(1);  // collation in the consuming thread, as DataLoader's workers do it
+  if (mode == "tp") std::printf("images_per_s %.1f\n", run_tp(root, threads, seconds, size));
+  else if (mode == "inline") std::printf("images_per_s %.1f\n", run_inline(root, seconds, size));
+  else if (mode == "decode") std::printf("images_per_s %.1f\n", run_decode(root, threads, seconds));
+  else if (mode == "overhead") run_overhead(root, seconds, size);
+  else return std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), 2;
+  return 0;
+}
