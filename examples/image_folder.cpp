@@ -142,13 +142,13 @@ int main(int argc, char** argv) try {
                   .optimizer([](Net& net) { return torch::optim::Adam(net->parameters(), torch::optim::AdamOptions(1e-3)); });
   const auto options = tp::TrainOptions().max_epoch(f.epochs).steps_per_epoch(f.steps_per_epoch);
 
-  // Validation: each rank scores its share of the test set after every epoch.
-  auto test_flow = indexed_source(f.test) | tp::data::shard(env.rank, env.world_size) |
-                   tp::data::decode_images(eval_transforms, f.threads, /*seed=*/7, bad_files) | tp::data::batch(1000);
   // The run's outcome, and on the chief its last test accuracy (from stats.json: a resumed run
   // with nothing left to do still reports the accuracy it ended with).
   const auto [outcome, accuracy] = with_training_source(f.train, env, [&](auto train_files) {
     auto train_flow = std::move(train_files) | tp::data::decode_images(train_transforms, f.threads, /*seed=*/7, bad_files) | tp::data::batch(f.batch);
+    // Validation: each rank scores its share of the test set after every epoch.
+    auto test_flow = indexed_source(f.test) | tp::data::shard(env.rank, env.world_size) |
+                     tp::data::decode_images(eval_transforms, f.threads, /*seed=*/7, bad_files) | tp::data::batch(1000);
     auto run = [&](auto distribution) -> result {
       auto trainer = tp::make_trainer(
           tp::QueueInput(std::move(train_flow)), std::move(desc), std::move(distribution), options, tp::default_callbacks(logdir),

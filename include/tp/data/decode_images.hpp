@@ -17,9 +17,10 @@
 //   makes the same crops. The view counts its passes (data/state.hpp), so that the dataflow's
 //   saved state brings the pass number back.
 // - Bytes: a file whose `bytes` are empty is read in the worker thread (image_folder's); a tar
-//   shard's record arrives read.
+//   shard's record arrives read. Workers take files in chunks of 8 consecutive ones
+//   (files_per_chunk): a hand-off per small image cost more than its decoding.
 // - A bad file (bad_file: missing, truncated, not an image) reaches the consumer with its
-//   message, at its place in the order (parallel_map passes it on), unless bad_files::skip:
+//   message, at its place in the order (the files before it come out first), unless bad_files::skip:
 //   then it is left out and counted, and at the end of a pass one line to stderr says how many
 //   were skipped and why the first one was; skipped() counts them over all passes. A skip shifts
 //   the items after it, so such a pass has no global order to carry to another layout (a resume
@@ -28,6 +29,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -36,6 +38,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <range/v3/iterator/default_sentinel.hpp>
 #include <range/v3/range/access.hpp>
@@ -61,44 +64,61 @@ struct decode_job {
   image_file file;
   std::uint64_t seed = 0;
 };
+// What became of one file: an example, or why it was skipped, or the exception to rethrow at its
+// place in the order.
 struct decode_result {
-  std::optional<torch::data::Example<>> example;  // empty: skipped, for `error`
-  std::string error;
+  std::optional<torch::data::Example<>> example;
+  std::string skipped;
+  std::exception_ptr error;
 };
 
-// The source's files, each with its seed for the pass that begin() starts.
+// Files go to the workers in chunks of consecutive ones: handing a worker one 28 x 28 image and
+// taking it back (a lock, a wake-up, a context switch each way) cost more than decoding it.
+inline constexpr std::size_t files_per_chunk = 8;
+
+// The source's files in chunks, each file with its seed for the pass that begin() starts.
 template <class Source>
-class seeded_files : public ranges::view_base {
+class seeded_chunks : public ranges::view_base {
  public:
   class iterator {
    public:
-    using value_type = decode_job;
+    using value_type = std::vector<decode_job>;
     using difference_type = std::ptrdiff_t;
     using iterator_concept = std::input_iterator_tag;
 
     iterator() = default;
     iterator(ranges::iterator_t<Source> it, ranges::sentinel_t<Source> end, std::uint64_t seed, std::uint64_t pass)
-        : it_(std::move(it)), end_(std::move(end)), seed_(seed), pass_(pass) {}
-    decode_job operator*() const {
-      image_file file = *it_;
-      const auto id = static_cast<std::uint64_t>(file.id);
-      return {std::move(file), example_seed(seed_, pass_, id)};
+        : it_(std::move(it)), end_(std::move(end)), seed_(seed), pass_(pass) {
+      fill();
     }
+    // The chunk is moved out: only parallel_map reads this view, once per datapoint, then
+    // advances (a second read would see an empty chunk).
+    value_type operator*() const { return std::move(chunk_); }
     iterator& operator++() {
-      ++it_;
+      fill();
       return *this;
     }
-    void operator++(int) { ++it_; }
-    friend bool operator==(const iterator& i, ranges::default_sentinel_t) { return i.it_ == i.end_; }
+    void operator++(int) { fill(); }
+    friend bool operator==(const iterator& i, ranges::default_sentinel_t) { return i.chunk_.empty(); }
 
    private:
+    void fill() {
+      chunk_.clear();
+      for (; chunk_.size() < files_per_chunk && !(it_ == end_); ++it_) {
+        image_file file = *it_;
+        const auto id = static_cast<std::uint64_t>(file.id);
+        chunk_.push_back({std::move(file), example_seed(seed_, pass_, id)});
+      }
+    }
+
     ranges::iterator_t<Source> it_{};
     ranges::sentinel_t<Source> end_{};
     std::uint64_t seed_ = 0, pass_ = 0;
+    mutable std::vector<decode_job> chunk_;
   };
 
-  seeded_files() = default;
-  seeded_files(Source source, std::uint64_t seed) : source_(std::move(source)), seed_(seed) {}
+  seeded_chunks() = default;
+  seeded_chunks(Source source, std::uint64_t seed) : source_(std::move(source)), seed_(seed) {}
   iterator begin() { return iterator(ranges::begin(source_), ranges::end(source_), seed_, pass_); }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
@@ -109,20 +129,27 @@ class seeded_files : public ranges::view_base {
   std::uint64_t seed_ = 0, pass_ = 0;
 };
 
-// What each worker thread runs (its own copy of f).
+// What each worker thread runs (its own copy of f), on a chunk of files.
 template <class F>
 struct decode_worker {
   F f;
   bad_files on_bad = bad_files::fail;
-  decode_result operator()(decode_job job) {
-    try {
-      const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
-      torch::Tensor image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed);
-      return {torch::data::Example<>{std::move(image), torch::scalar_tensor(job.file.label, torch::kLong)}, {}};
-    } catch (const bad_file& e) {
-      if (on_bad == bad_files::fail) throw;
-      return {std::nullopt, e.what()};
+  std::vector<decode_result> operator()(std::vector<decode_job> jobs) {
+    std::vector<decode_result> results(jobs.size());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      auto& job = jobs[i];
+      try {
+        const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
+        torch::Tensor image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed);
+        results[i].example.emplace(std::move(image), torch::scalar_tensor(job.file.label, torch::kLong));
+      } catch (const bad_file& e) {
+        if (on_bad == bad_files::fail) results[i].error = std::current_exception();
+        else results[i].skipped = e.what();
+      } catch (...) {
+        results[i].error = std::current_exception();  // a transform's own bug: always goes through
+      }
     }
+    return results;
   }
 };
 
@@ -130,7 +157,7 @@ struct decode_worker {
 
 template <class Source, class F>
 class decoded_view : public ranges::view_base {
-  using inner_type = parallel_mapped_view<detail::seeded_files<Source>, detail::decode_worker<F>>;
+  using inner_type = parallel_mapped_view<detail::seeded_chunks<Source>, detail::decode_worker<F>>;
 
  public:
   class iterator {
@@ -141,9 +168,9 @@ class decoded_view : public ranges::view_base {
 
     iterator() = default;
     explicit iterator(decoded_view* owner) : owner_(owner), it_(owner->inner_.begin()) { settle(); }
-    const value_type& operator*() const { return *(*it_).example; }
+    const value_type& operator*() const { return *chunk_[at_].example; }
     iterator& operator++() {
-      ++it_;
+      ++at_;
       settle();
       return *this;
     }
@@ -151,12 +178,22 @@ class decoded_view : public ranges::view_base {
     friend bool operator==(const iterator& i, ranges::default_sentinel_t) { return i.at_end_; }
 
    private:
-    // Passes over skipped files; at the pass's end, says what was skipped.
+    // Goes to the next example, through chunks and past skipped files; rethrows a file's error at
+    // its place; at the pass's end, says what was skipped.
     void settle() {
-      for (; !(it_ == ranges::default_sentinel); ++it_) {
-        if ((*it_).example) return;
-        if (skipped_++ == 0) first_ = (*it_).error;
-        owner_->skipped_.fetch_add(1);
+      for (;;) {
+        for (; at_ < chunk_.size(); ++at_) {
+          auto& result = chunk_[at_];
+          if (result.error) std::rethrow_exception(std::exchange(result.error, nullptr));
+          if (result.example) return;
+          if (skipped_++ == 0) first_ = result.skipped;
+          owner_->skipped_.fetch_add(1);
+        }
+        if (started_) ++it_;
+        started_ = true;
+        if (it_ == ranges::default_sentinel) break;
+        chunk_ = *it_;  // a copy: tensors and strings by reference count, not their bytes
+        at_ = 0;
       }
       at_end_ = true;
       if (skipped_ > 0)
@@ -166,14 +203,16 @@ class decoded_view : public ranges::view_base {
 
     decoded_view* owner_ = nullptr;
     ranges::iterator_t<inner_type> it_{};
-    bool at_end_ = false;
+    std::vector<detail::decode_result> chunk_;
+    std::size_t at_ = 0;
+    bool started_ = false, at_end_ = false;
     std::int64_t skipped_ = 0;  // in this pass
     std::string first_;
   };
 
   decoded_view() = default;
   decoded_view(Source source, F f, int threads, std::uint64_t seed, bad_files on_bad)
-      : inner_(detail::seeded_files<Source>(std::move(source), seed), detail::decode_worker<F>{std::move(f), on_bad}, threads,
+      : inner_(detail::seeded_chunks<Source>(std::move(source), seed), detail::decode_worker<F>{std::move(f), on_bad}, threads,
                order::keep, 2 * static_cast<std::size_t>(threads)),
         on_bad_(on_bad) {}
   decoded_view(const decoded_view& other) : inner_(other.inner_), on_bad_(other.on_bad_), passes_(other.passes_), skipped_(other.skipped()) {}
