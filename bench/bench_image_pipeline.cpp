@@ -53,7 +53,7 @@ double run_tp(const std::string& root, int threads, double seconds, std::int64_t
               tp::data::batch(64);
   std::int64_t images = 0;
   std::optional<clock_type::time_point> start;
-  for (int pass = 0;; ++pass) {
+  for (;;) {  // passes
     for (auto&& b : flow) {
       if (!start) {
         start = clock_type::now();
