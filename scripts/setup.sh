@@ -23,6 +23,7 @@ packages=(
   protobuf-compiler     # protoc --decode_raw checks the TensorBoard files in the tests
   python3               # json.load checks stats.json in the tests
   python3-torch         # torch.optim.NAdam and RAdam: the reference trajectories of tp::optim
+  python3-torchvision   # ImageFolder's listing, which image_folder's test compares with; bench/image_pipeline.sh's peer
   iproute2              # ip netns: the two-host multi-process test
 )
 
