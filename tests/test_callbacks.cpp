@@ -315,7 +315,7 @@ struct NotChief : tp::SingleDevice {
     using tp::SingleDevice::Replicas<Tower>::Replicas;
     bool is_chief() const { return false; }
     int world_size() const { return 2; }
-    int agree_on_stop(int code) { return code; }
+    int agree_on_stop(int code, bool) { return code; }
     void sum_across_processes(std::vector<double>& values) {  // the other rank has the same values
       for (auto& v : values) v *= 2;
     }

@@ -182,6 +182,7 @@ static_assert(tp::detail::builds_replicas<NoMainModel, LinearDesc> && !tp::distr
 using SingleReplicas = tp::replicas_t<tp::SingleDevice, LinearDesc>;
 using ProcessReplicas = tp::replicas_t<tp::MultiProcess<tp::backend::Gloo>, LinearDesc>;
 static_assert(!tp::multi_process_replicas<SingleReplicas> && tp::multi_process_replicas<ProcessReplicas>);
+static_assert(!tp::shards_state<SingleReplicas, LinearDesc> && tp::shards_state<ProcessReplicas, LinearDesc>);
 static_assert(tp::synced_at_start<tp::replicas_t<tp::Replicated<tp::InProcess>, LinearDesc>> && !tp::synced_at_start<SingleReplicas>);
 static_assert(tp::epoch_end_work<tp::replicas_t<tp::Replicated<tp::InProcess>, LinearDesc>> && !tp::epoch_end_work<SingleReplicas>);
 using Flow = decltype(tp::data::examples(torch::zeros({4, 4}), torch::zeros({4, 1})) | tp::data::batch(2));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -67,14 +68,14 @@ class GradientProcessing {
   bool active() const noexcept { return max_norm_.has_value() || policy_ != non_finite::ignore || record_norm_; }
 
   // Processes the gradients in place (each a tensor, possibly a flat bucket of many, each
-  // named for messages). Returns false if the update must be skipped.
-  bool apply(std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names = {}) const {
-    if (!active() || gradients.empty()) return true;
+  // named for messages). Returns false if the update must be skipped. Where each rank holds a
+  // shard of the gradients, `across` sums a number over the ranks: the norm is the whole one,
+  // and every rank decides alike.
+  bool apply(std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names = {},
+             const std::function<double(double)>& across = {}) const {
+    if (!active() || (gradients.empty() && !across)) return true;
     torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> squares;
-    squares.reserve(gradients.size());
-    for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
-    const double norm = std::sqrt(torch::stack(squares).sum().item<double>());
+    const double norm = std::sqrt(sum_of_squares(gradients, across));
     if (record_norm_) last_norm_.store(norm, std::memory_order_relaxed);
     if (!std::isfinite(norm) && policy_ != non_finite::ignore) {
       if (policy_ == non_finite::skip) return false;
@@ -89,16 +90,18 @@ class GradientProcessing {
                                   "rate, clip the gradients, or choose on_non_finite(zero or skip)");
       }
       for (auto& g : gradients) g.nan_to_num_(0.0, 0.0, 0.0);
-      return clip(gradients, std::sqrt(sum_of_squares(gradients)));
+      return clip(gradients, std::sqrt(sum_of_squares(gradients, across)));
     }
     return clip(gradients, norm);
   }
 
  private:
-  static double sum_of_squares(const std::vector<torch::Tensor>& gradients) {
-    double total = 0;
-    for (const auto& g : gradients) total += g.pow(2).sum().item<double>();
-    return total;
+  static double sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across) {
+    std::vector<torch::Tensor> squares;
+    squares.reserve(gradients.size());
+    for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
+    const double mine = squares.empty() ? 0.0 : torch::stack(squares).sum().item<double>();
+    return across ? across(mine) : mine;
   }
   bool clip(std::vector<torch::Tensor>& gradients, double norm) const {
     if (max_norm_ && std::isfinite(norm) && norm > *max_norm_) {

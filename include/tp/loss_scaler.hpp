@@ -20,6 +20,7 @@
 //   scaler.scale_loss(cost).backward();
 //   scaler.step(optimizer);             // unscale, step unless inf/NaN, update S
 #include <cmath>
+#include <functional>
 #include <concepts>
 #include <cstdint>
 #include <stdexcept>
@@ -147,13 +148,15 @@ inline double loss_scale(const LossScaler* scaler) { return scaler ? scaler->sca
 // What runs between the reduction and the update: unscaling (skipping an update with inf/NaN
 // and adjusting the scale), then gradient processing. Returns whether to apply the update.
 inline bool ready_for_update(LossScaler* scaler, double used_scale, const GradientProcessing& processing,
-                             std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names) {
+                             std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names,
+                             const std::function<double(double)>& across = {}) {
   if (scaler) {
-    const bool finite = LossScaler::unscale(gradients, used_scale);
+    bool finite = LossScaler::unscale(gradients, used_scale);
+    if (across) finite = across(finite ? 0.0 : 1.0) == 0.0;  // each rank saw a shard: finite only if all were
     scaler->update(finite);
     if (!finite) return false;
   }
-  return processing.apply(gradients, names);
+  return processing.apply(gradients, names, across);
 }
 
 }  // namespace detail

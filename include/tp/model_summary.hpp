@@ -139,7 +139,9 @@ std::string optimizer_summary(Replicas& replicas) {
     if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
   });
   if (count == 0) return {};
-  return "tp: optimizer state after the first step: " + detail::human_bytes(static_cast<double>(bytes)) +
+  std::string whose;  // a sharded run's rank holds a shard
+  if constexpr (requires { { replicas.state_share() } -> std::convertible_to<std::string>; }) whose = replicas.state_share();
+  return "tp: optimizer state after the first step: " + detail::human_bytes(static_cast<double>(bytes)) + whose +
          (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) + "\n";
 }
 

@@ -138,7 +138,7 @@ class Trainer {
           callbacks_.template run<detail::after_step_tag, receivers::writers>(*this);
           stop_.writers_done(boundary::step);
           // Ahead: this epoch's end (after its last step), or the next step, which may close it.
-          if (should_stop(/*epoch_end_ahead=*/index + 2 >= steps)) break;
+          if (should_stop(/*epoch_end_ahead=*/index + 2 >= steps, /*at_epoch_end=*/false)) break;
         }
         if (outcome_.interrupted()) break;  // the epoch stays open: a resumed run finishes it
         if constexpr (epoch_end_work<replicas_type>) replicas_.end_epoch(epoch);
@@ -150,7 +150,7 @@ class Trainer {
         callbacks_.template run<detail::after_epoch_tag, receivers::writers>(*this);
         stop_.writers_done(boundary::epoch_end);
         callbacks_.report_epoch_times(*this, epoch);
-        if (should_stop(/*epoch_end_ahead=*/steps == 1)) break;
+        if (should_stop(/*epoch_end_ahead=*/steps == 1, /*at_epoch_end=*/true)) break;
       }
       if (outcome_.interrupted()) {
         callbacks_.template run<detail::on_interrupt_tag, receivers::all_but_writers>(*this);
@@ -203,6 +203,14 @@ class Trainer {
     std::vector<double> one{value};
     sum_across_processes(one);
     return one[0] / process_count();
+  }
+
+  // A sharded run (MultiProcess with .shard()): every process sends its shard of the optimizer
+  // state to the chief, whose next checkpoint then holds the whole state. Every process must
+  // call it at the same point, before the chief saves (ModelSaver, MinSaver and MaxSaver do);
+  // nothing to do unsharded.
+  void consolidate_state() {
+    if constexpr (tower_ok && distribution_ok && shards_state<replicas_type, TowerPolicy>) replicas_.consolidate_state(tower_);
   }
 
   // Ends training after the current step and its epoch's after_epoch hooks.
@@ -304,11 +312,11 @@ class Trainer {
 
   // At a step or epoch boundary: whether training ends here (the stop arbiter decides, every
   // process alike).
-  bool should_stop(bool epoch_end_ahead) {
+  bool should_stop(bool epoch_end_ahead, bool at_epoch_end) {
     return stop_.should_stop(
         epoch_end_ahead,
         [&](int code) {
-          if constexpr (multi_process_replicas<replicas_type>) return replicas_.agree_on_stop(code);
+          if constexpr (multi_process_replicas<replicas_type>) return replicas_.agree_on_stop(code, at_epoch_end);
           else return code;
         },
         outcome_, position_.global_step);

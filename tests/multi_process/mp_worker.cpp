@@ -4,7 +4,7 @@
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
-//             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1]
+//             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients] [--clip NORM]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -18,7 +18,10 @@
 // is that TorchScript file (tp::ScriptedModule, inside a Sequential) instead of the C++ MLP.
 // --loss-scale: dynamic loss scaling from S (growth every 3 updates); it prints "loss scale X
 // after K skipped updates" at the end. --ids 1: each rank writes the ids of the examples it
-// trained on (0-255, as text) to FILE.ids.<rank>: the resharding tests count them.
+// trained on (0-255, as text) to FILE.ids.<rank>: the resharding tests count them. --shard:
+// MultiProcess's sharding (tp::sharding); --clip: clip the gradients' global norm. It prints
+// "optimizer state N bytes" after the first step, and at the end "collectives: N to agree on
+// stopping, N all-gathers of shards".
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -55,7 +58,19 @@ struct Step {
   bool die, stall;
   int step_ms = 0;
   std::string die_once;  // a marker file: die only if it does not exist yet
+  bool state_printed = false;
   void after_step(auto& trainer) {
+    if (!state_printed) {  // after the first step: the optimizer state exists
+      // The state's tensors alone (what sharding divides; the serialized form adds a fixed overhead).
+      std::int64_t bytes = 0;
+      trainer.replicas().for_each_optimizer([&](auto& o) {
+        for (const auto& [key, state] : tp::detail::torch_optimizer_of(o)->state())
+          for (const auto& [name, v] : tp::detail::state_values::of(*state).values)
+            if (v.isTensor()) bytes += static_cast<std::int64_t>(v.toTensor().nbytes());
+      });
+      std::printf("optimizer state %lld bytes\n", static_cast<long long>(bytes));
+      state_printed = true;
+    }
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
     std::printf("step %lld\n", static_cast<long long>(trainer.global_step()));
     std::fflush(stdout);
@@ -73,7 +88,9 @@ struct Step {
 tp::optim::AnyOptimizer make_optimizer(const std::string& name, torch::nn::Sequential& m) {
   if (name == "nadam") return tp::optim::NAdam(m->parameters(), tp::optim::NAdamOptions(0.01).weight_decay(1e-3));
   if (name == "lamb") return tp::optim::LAMB(m->parameters(), tp::optim::LAMBOptions(0.01).weight_decay(1e-3));
-  if (name != "sgd") throw std::invalid_argument("--optimizer must be sgd, nadam or lamb, not " + name);
+  if (name == "adam") return torch::optim::Adam(m->parameters(), torch::optim::AdamOptions(0.01).weight_decay(1e-3));
+  if (name == "lbfgs") return torch::optim::LBFGS(m->parameters(), torch::optim::LBFGSOptions(0.1));
+  if (name != "sgd") throw std::invalid_argument("--optimizer must be sgd, adam, nadam, lamb or lbfgs, not " + name);
   return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
 }
 
@@ -148,6 +165,11 @@ int main(int argc, char** argv) try {
                           .compress_gradients(get("--compress", "fp32") == "fp16" ? torch::kHalf : torch::kFloat)
                           .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")))  // small: several buckets
                           .accumulate(accumulate);
+  const std::string shard = get("--shard", "none");
+  if (shard != "none" && shard != "optimizer" && shard != "gradients")
+    throw std::invalid_argument("--shard must be none, optimizer or gradients, not " + shard);
+  distribution.shard(shard == "optimizer" ? tp::sharding::optimizer_state : shard == "gradients" ? tp::sharding::gradients : tp::sharding::none);
+  if (flags.count("--clip")) distribution.gradients(tp::GradientProcessing().clip_global_norm(std::stod(flags["--clip"])));
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
             std::stoi(get("--step-ms", "0")), get("--die-once", "")};
@@ -168,6 +190,8 @@ int main(int argc, char** argv) try {
                 static_cast<long long>(trainer.replicas().gradient_all_reduces()),
                 static_cast<long long>(trainer.replicas().early_gradient_all_reduces()), static_cast<long long>(trainer.global_step()),
                 trainer.replicas().buckets());
+    std::printf("collectives: %lld to agree on stopping, %lld all-gathers of shards\n", static_cast<long long>(trainer.replicas().stop_collectives()),
+                static_cast<long long>(trainer.replicas().shard_gathers()));
     print_loss_scale(trainer);
     return 0;
   };

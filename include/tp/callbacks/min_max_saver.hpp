@@ -3,7 +3,9 @@
 // monitored scalar (tensorpack's MinSaver/MaxSaver), as min-<scalar>.ckpt (max-...) in a folder,
 // a whole trainer checkpoint that tp::load_model or tp::load_checkpoint reads. '/' in the
 // scalar's name becomes '_' in the file's. NaN never improves; epochs that did not put the
-// scalar do not count. Only the chief writes.
+// scalar do not count. Only the chief writes; it runs on every process, which follow the
+// chief's decision (one sum across the processes per epoch), so that a sharded run's processes
+// can send the chief their optimizer shards (Trainer::consolidate_state).
 //
 //   tp::MinSaver(logdir, "val/error")          ->  logdir/min-val_error.ckpt
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <tp/checkpoint.hpp>
 #include <tp/detail/plateau.hpp>
@@ -23,7 +26,6 @@ template <detail::plateau::goal Goal>
 class BestSaver {
  public:
   static constexpr bool writes_checkpoint = true;
-  static constexpr bool chief_only = true;
 
   BestSaver(std::filesystem::path folder, std::string scalar) : path_(std::move(folder) / file_name(scalar)), plateau_(std::move(scalar), Goal, 0.0) {}
 
@@ -38,7 +40,15 @@ class BestSaver {
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
     const auto stalled = plateau_.end_epoch(trainer.epoch_num());
-    if (!stalled || *stalled != 0) return;
+    bool improved = trainer.is_chief() && stalled && *stalled == 0;
+    if (trainer.process_count() > 1) {
+      std::vector<double> chief_says{improved ? 1.0 : 0.0};
+      trainer.sum_across_processes(chief_says);
+      improved = chief_says[0] > 0;
+    }
+    if (!improved) return;
+    trainer.consolidate_state();
+    if (!trainer.is_chief()) return;
     save_checkpoint(trainer, path_);
     ++saves_;
   }

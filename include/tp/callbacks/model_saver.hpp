@@ -16,8 +16,9 @@
 // - When a stop signal or the time budget interrupts training, it saves the step the run
 //   stopped after (the on-stop save), unless it has just saved that step.
 // - It runs after every other callback of the step or epoch (a checkpoint writer), so that the
-//   state it saves is the state at the end of it. Only the chief writes; every process resumes,
-//   from the checkpoint the chief chose.
+//   state it saves is the state at the end of it. Only the chief writes (in a sharded run, once
+//   every process has sent it its optimizer shard); every process resumes, from the checkpoint
+//   the chief chose.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -137,9 +138,10 @@ class ModelSaver {
  private:
   template <class Trainer>
   void save(Trainer& trainer) {
+    trainer.consolidate_state();  // a sharded run's shards, to the chief (every process, at the same point)
+    last_saved_step_ = trainer.global_step();  // on every process: on_interrupt decides alike
     if (!trainer.is_chief()) return;
     save_checkpoint(trainer, folder_ / checkpoint_file_name(trainer.global_step()));
-    last_saved_step_ = trainer.global_step();
     prune_and_index();
   }
 

@@ -14,9 +14,15 @@
 //
 // Optional capabilities of the replicas, each a named concept required whole or not at all (a
 // policy with half of one fails to compile, naming the rule, rather than misbehaving at run time):
-//   multi_process_replicas   is_chief(), world_size(), agree_on_stop(code) and
+//   multi_process_replicas   is_chief(), world_size(), agree_on_stop(code, at_epoch_end) and
 //                            sum_across_processes(values): the run spans processes, which must
-//                            agree on when to stop and can sum values (MultiProcess)
+//                            agree on when to stop and can sum values (MultiProcess); after a
+//                            step the agreement may come one step late (a vote riding in the
+//                            step's own collectives), at an epoch's end it is immediate
+//   shards_state             consolidate_state(tower), for_each_checkpoint_optimizer(f) and
+//                            load_checkpoint_optimizer(tower, load): what a checkpoint holds of
+//                            the optimizers is not what each process steps (MultiProcess with
+//                            .shard(): each holds a shard; rank 0 gathers the whole for a save)
 //   synced_at_start          start(): called once training starts, after a resume too, to bring
 //                            every tower to the main one (Replicated, ParameterServer)
 //   counts_batches           batches_per_step(): how many batches the default step takes from the
@@ -70,11 +76,18 @@ concept distribution_policy = detail::builds_replicas<D, Tower> && requires(repl
 };
 
 template <class R>
-concept multi_process_replicas = requires(R& r, const R& constant, int stop_code, std::vector<double>& values) {
+concept multi_process_replicas = requires(R& r, const R& constant, int stop_code, bool at_epoch_end, std::vector<double>& values) {
   { constant.is_chief() } -> std::convertible_to<bool>;
   { constant.world_size() } -> std::convertible_to<int>;
-  { r.agree_on_stop(stop_code) } -> std::convertible_to<int>;
+  { r.agree_on_stop(stop_code, at_epoch_end) } -> std::convertible_to<int>;
   r.sum_across_processes(values);
+};
+
+template <class R, class Tower>
+concept shards_state = requires(R& r, Tower& tower) {
+  r.consolidate_state(tower);
+  r.for_each_checkpoint_optimizer(detail::any_optimizer_visitor{});
+  r.load_checkpoint_optimizer(tower, detail::any_optimizer_visitor{});
 };
 
 template <class R>
@@ -111,7 +124,7 @@ constexpr void check_replica_capabilities() {
                                       !multi_process_replicas<R>;
   static_assert(!half_multi_process,
                 "tp rule [distribution_policy: many processes]: replicas with any of is_chief(), "
-                "world_size(), agree_on_stop(int) and sum_across_processes(std::vector<double>&) "
+                "world_size(), agree_on_stop(int, bool) and sum_across_processes(std::vector<double>&) "
                 "must have all four: a run across processes needs each (see MultiProcess)");
   constexpr bool bad_start = names_member_start<R> && !synced_at_start<R>;
   static_assert(!bad_start,

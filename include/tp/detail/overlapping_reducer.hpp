@@ -16,6 +16,13 @@
 // fp16_compress_hook), a bucket is divided by the number of processes in fp32, sent and summed
 // in that type (half the bytes), and copied back into the fp32 bucket. Either way, begin() zeroes the gradients (the
 // optimizer's zero_grad must not be used: it would detach the views).
+//
+// With reduce_to_owners (tp::sharding::gradients, ZeRO stage 2), a bucket is not all-reduced:
+// each rank's shard of it (detail/shard_plan.hpp) is summed onto that rank alone (one reduce per
+// owner: LibTorch 1.13's Gloo has no reduce_scatter), and the rest of the bucket is zeroed.
+//
+// The step's stop vote (detail/stop_vote.hpp) rides in the last bucket's all-reduce, in a few
+// elements after its gradients: no collective of its own.
 #include <cstddef>
 #include <memory>
 #include <stdexcept>
@@ -29,20 +36,16 @@
 #include <torch/types.h>
 
 #include <tp/detail/gradient_buckets.hpp>
+#include <tp/detail/shard_plan.hpp>
+#include <tp/detail/stop_vote.hpp>
 
 namespace tp::detail {
-
-// A collective that failed, and which one.
-struct collective_error : std::runtime_error {
-  collective_error(std::string operation, const std::string& message) : std::runtime_error(message), operation(std::move(operation)) {}
-  std::string operation;
-};
 
 class overlapping_reducer {
  public:
   overlapping_reducer(std::vector<torch::Tensor> parameters, c10::intrusive_ptr<collective_group> group, std::size_t bucket_bytes, bool overlap,
-                      torch::Dtype wire = torch::kFloat)
-      : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap), wire_(wire) {
+                      torch::Dtype wire = torch::kFloat, bool reduce_to_owners = false)
+      : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap), wire_(wire), to_owners_(reduce_to_owners) {
     std::vector<torch::Tensor> reversed(parameters_.rbegin(), parameters_.rend());
     buckets_ = make_buckets(reversed, bucket_bytes);
     for (auto& b : buckets_)
@@ -54,7 +57,9 @@ class overlapping_reducer {
         where_[buckets_[k].parameters[j]] = {k, offset};
         offset += buckets_[k].sizes[j];
       }
-      flats_.push_back(torch::zeros({offset}, parameters_[buckets_[k].parameters.front()].options()));
+      // The last bucket (launched last) carries the stop vote after its gradients.
+      const std::int64_t extra = !to_owners_ && k + 1 == buckets_.size() ? stop_vote::slots : 0;
+      flats_.push_back(torch::zeros({offset + extra}, parameters_[buckets_[k].parameters.front()].options()));
     }
     pending_.resize(buckets_.size());
     arrived_.resize(parameters_.size());
@@ -76,13 +81,16 @@ class overlapping_reducer {
   }
 
   // Call before backward: zeroes the gradients; from here on, accumulated gradients count in.
-  void begin() {
+  // `vote` (a stop code, 0 for none) rides in this step's reduction (not with reduce_to_owners).
+  void begin(int vote = 0) {
     attach_gradients();
     for (auto& flat : flats_) flat.zero_();
+    if (vote != 0 && !to_owners_) flats_.back()[gradient_numel(buckets_.size() - 1) + stop_vote::slot_of(vote)] = 1;
     for (std::size_t k = 0; k < buckets_.size(); ++k) pending_[k] = buckets_[k].parameters.size();
     std::fill(arrived_.begin(), arrived_.end(), false);
     next_ = 0;
     armed_ = overlap_;
+    reduced_ = false;
   }
 
   // With gradient accumulation, before each micro-batch's backward: only the last one's
@@ -104,6 +112,7 @@ class overlapping_reducer {
     wait_all();
   }
 
+
   // Averages the gradients now in .grad: every bucket all-reduced in order (the whole reduction
   // after backward).
   void reduce_now() {
@@ -114,6 +123,17 @@ class overlapping_reducer {
   }
 
   std::size_t buckets() const noexcept { return buckets_.size(); }
+  // The buckets' parameters (indices into the parameter list) and, after finish(), their
+  // averaged gradients, flat (what the sharded optimizer's pieces are views into).
+  const std::vector<bucket>& layout() const noexcept { return buckets_; }
+  const torch::Tensor& flat(std::size_t k) const noexcept { return flats_[k]; }
+  std::int64_t gradient_numel(std::size_t k) const noexcept { return where_[buckets_[k].parameters.back()].offset + buckets_[k].sizes.back(); }
+  // The stop code the last reduction agreed on (0: none); not with reduce_to_owners.
+  int agreed_vote() const { return to_owners_ ? 0 : stop_vote::decode(flats_.back().narrow(0, gradient_numel(buckets_.size() - 1), stop_vote::slots)); }
+  // Whether a reduction ran since begin() (a step with its own step function may not reduce).
+  bool reduced() const noexcept { return reduced_; }
+  // With reduce_to_owners: this rank's shards, once the owners are known.
+  void own(shard_plan plan) { plan_ = std::move(plan); }
 
  private:
   struct accumulated : torch::autograd::FunctionPostHook {
@@ -153,31 +173,56 @@ class overlapping_reducer {
   }
   bool compressed(std::size_t k) const { return wire_ != flats_[k].scalar_type(); }
   void launch(std::size_t k) {
-    std::vector<torch::Tensor> one{flats_[k]};
+    torch::Tensor sent = flats_[k];
     if (compressed(k)) {
       torch::NoGradGuard no_grad;
       wires_[k] = flats_[k].div(group_->getSize()).to(wire_);  // divided first: the sum stays in range
-      one[0] = wires_[k];
+      sent = wires_[k];
     }
     ++launched_;
+    works_[k].clear();
     try {
-      works_[k] = group_->allreduce(one);
+      if (!to_owners_) {
+        std::vector<torch::Tensor> one{sent};
+        works_[k].push_back(group_->allreduce(one));
+        return;
+      }
+      for (int r = 0; r < plan_.world; ++r) {
+        const auto [begin, length] = plan_.range(k, r);
+        if (length == 0) continue;  // the same on every rank: no collective is skipped by one alone
+        std::vector<torch::Tensor> one{sent.narrow(0, begin, length)};
+        c10d::ReduceOptions options;
+        options.rootRank = r;
+        works_[k].push_back(group_->reduce(one, options));
+      }
     } catch (const std::exception& e) {
-      throw collective_error("starting the all-reduce of gradient bucket " + std::to_string(k + 1), e.what());
+      throw collective_error("starting the " + what() + " of gradient bucket " + std::to_string(k + 1), e.what());
     }
   }
   void wait_all() {
     torch::NoGradGuard no_grad;
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       try {
-        works_[k]->wait();
+        for (auto& work : works_[k]) work->wait();
       } catch (const std::exception& e) {
-        throw collective_error("the all-reduce of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
+        throw collective_error("the " + what() + " of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
       }
-      if (compressed(k)) flats_[k].copy_(wires_[k]);
-      else flats_[k].div_(group_->getSize());
+      if (!to_owners_) {
+        if (compressed(k)) flats_[k].copy_(wires_[k]);
+        else flats_[k].div_(group_->getSize());
+        continue;
+      }
+      // Only this rank's shard holds a sum: it is averaged; the rest (partial sums) is zeroed.
+      const auto [begin, length] = plan_.range(k, plan_.rank);
+      auto mine = flats_[k].narrow(0, begin, length);
+      if (compressed(k)) mine.copy_(wires_[k].narrow(0, begin, length));
+      else mine.div_(group_->getSize());
+      flats_[k].narrow(0, 0, begin).zero_();
+      flats_[k].narrow(0, begin + length, flats_[k].numel() - begin - length).zero_();
     }
+    reduced_ = true;
   }
+  std::string what() const { return to_owners_ ? "reduce to its owners" : "all-reduce"; }
 
   struct place {
     std::size_t bucket = 0;
@@ -193,7 +238,10 @@ class overlapping_reducer {
   std::vector<torch::Tensor> wires_;  // a bucket as sent, when compressed
   std::vector<std::size_t> pending_;
   std::vector<bool> arrived_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> works_;  // a bucket's collectives (one, or one per owner)
+  bool to_owners_;
+  shard_plan plan_;
+  bool reduced_ = false;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_ = 0;
   bool armed_ = false;

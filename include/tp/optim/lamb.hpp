@@ -77,6 +77,9 @@ class LAMB : public detail::serializable_optimizer<LAMBParamState, LAMBOptions> 
   torch::Tensor step(LossClosure closure = nullptr) override {
     auto loss = detail::closure_loss(closure);
     torch::NoGradGuard no_grad;
+    // The updates first, then every tensor's norms at once (across the ranks when sharded).
+    std::vector<torch::Tensor> params, updates;
+    std::vector<double> lrs;
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const LAMBOptions&>(group.options());
       const auto [beta1, beta2] = o.betas();
@@ -90,17 +93,25 @@ class LAMB : public detail::serializable_optimizer<LAMBParamState, LAMBOptions> 
         const auto step = static_cast<double>(s.step());
         detail::update_moments(s, grad, beta1, beta2);
         auto update = (s.exp_avg() / (1 - std::pow(beta1, step))) / (s.exp_avg_sq() / (1 - std::pow(beta2, step))).sqrt().add_(o.eps());
-        if (o.exclude_bias_and_norm() && p.dim() <= 1) {
+        if (o.exclude_bias_and_norm() && detail::whole_dim(p, shards_.get()) <= 1) {
           p.sub_(update * o.lr());
           continue;
         }
         if (o.weight_decay() != 0) update.add_(p, o.weight_decay());
-        const auto w_norm = p.norm(), u_norm = update.norm();
-        p.sub_(update * (detail::trust_ratio(w_norm, u_norm, w_norm / u_norm) * o.lr()));
+        params.push_back(p), updates.push_back(update), lrs.push_back(o.lr());
       }
     }
+    const auto [w_norms, u_norms] = detail::layer_norms(params, updates, shards_.get());
+    for (std::size_t i = 0; i < params.size(); ++i)
+      params[i].sub_(updates[i] * (detail::trust_ratio(w_norms[i], u_norms[i], w_norms[i] / u_norms[i]) * lrs[i]));
     return loss;
   }
+
+  // A sharded run's layers (set by MultiProcess's .shard()): the trust ratio uses whole tensors' norms.
+  void shard(detail::layer_shards shards) { shards_ = std::make_shared<detail::layer_shards>(std::move(shards)); }
+
+ private:
+  std::shared_ptr<detail::layer_shards> shards_;
 };
 
 }  // namespace tp::optim

@@ -81,16 +81,24 @@ class LARS : public detail::serializable_optimizer<LARSParamState, LARSOptions> 
   torch::Tensor step(LossClosure closure = nullptr) override {
     auto loss = detail::closure_loss(closure);
     torch::NoGradGuard no_grad;
+    // Every tensor's norms first, at once (across the ranks when sharded), then the updates.
+    std::vector<torch::Tensor> params, grads;
+    for (auto& group : param_groups_)
+      for (auto& p : group.params())
+        if (p.grad().defined()) params.push_back(p), grads.push_back(p.grad());
+    const auto [w_norms, g_norms] = detail::layer_norms(params, grads, shards_.get());
+    std::size_t i = 0;
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const LARSOptions&>(group.options());
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         const auto& grad = p.grad();
+        const auto &w_norm = w_norms[i], &g_norm = g_norms[i];
+        ++i;
         torch::Tensor update;
-        if (o.exclude_bias_and_norm() && p.dim() <= 1) {
+        if (o.exclude_bias_and_norm() && detail::whole_dim(p, shards_.get()) <= 1) {
           update = grad * o.lr();
         } else {
-          const auto w_norm = p.norm(), g_norm = grad.norm();
           const auto trust = detail::trust_ratio(w_norm, g_norm, o.trust_coefficient() * w_norm / (g_norm + o.weight_decay() * w_norm + o.eps()));
           update = (o.weight_decay() != 0 ? grad.add(p, o.weight_decay()) : grad) * (trust * o.lr());
         }
@@ -103,6 +111,12 @@ class LARS : public detail::serializable_optimizer<LARSParamState, LARSOptions> 
     }
     return loss;
   }
+
+  // A sharded run's layers (set by MultiProcess's .shard()): the trust ratio uses whole tensors' norms.
+  void shard(detail::layer_shards shards) { shards_ = std::make_shared<detail::layer_shards>(std::move(shards)); }
+
+ private:
+  std::shared_ptr<detail::layer_shards> shards_;
 };
 
 }  // namespace tp::optim

@@ -140,8 +140,9 @@ struct trainer_state {
     all_or_nothing(t, [&] {
       load_state_dict(*t.model_module(), saved, StateDictOptions(), source);
       std::size_t count = 0;
-      t.replicas_.for_each_optimizer([&](auto& optimizer) {
-        const auto index = optimizers_are_copies ? 0 : count++;
+      load_kept_optimizers(t, [&](auto& optimizer, std::int64_t at) {
+        const auto index = static_cast<std::size_t>(at);
+        ++count;
         if (index >= optimizers->items().size())
           throw checkpoint_error("the checkpoint holds " + std::to_string(optimizers->items().size()) + " optimizers but this trainer has more");
         const auto& one = optimizers->items()[index];
@@ -150,7 +151,7 @@ struct trainer_state {
           torch::serialize::InputArchive archive;
           const auto archive_data = own_archive->tensor().contiguous();
           archive.load_from(static_cast<const char*>(archive_data.data_ptr()), static_cast<std::size_t>(archive_data.numel()));
-          load_one_optimizer(optimizer, archive, static_cast<std::int64_t>(index));
+          load_one_optimizer(optimizer, archive, at);
         } else if (torch::optim::Optimizer* base = as_torch_optimizer(optimizer)) {
           optim::load_torch_optim_state(*base, one, "optimizer " + std::to_string(index));
         } else {
@@ -285,36 +286,45 @@ struct trainer_state {
 
   // The main model under "model", and the kept optimizers under "optimizer/N" and
   // "optimizer/count": an archive's state, and what all_or_nothing sets aside.
-  static void save_model_and_optimizers(Trainer& t, torch::serialize::OutputArchive& archive) {
+  // (whole false: the optimizers as this process steps them, which differ from the kept ones
+  // in a sharded run: all_or_nothing's copy.)
+  static void save_model_and_optimizers(Trainer& t, torch::serialize::OutputArchive& archive, bool whole = true) {
     torch::serialize::OutputArchive model;
     save_module(model, *t.model_module());
     archive.write("model", model);
     std::int64_t count = 0;
-    for_each_kept_optimizer(t, [&](auto& optimizer) {
+    auto save = [&](auto& optimizer) {
       torch::serialize::OutputArchive one;
       optimizer.save(one);
       archive.write("optimizer/" + std::to_string(count++), one);
-    });
+    };
+    if (whole) for_each_kept_optimizer(t, save);
+    else t.replicas_.for_each_optimizer(save);
     archive.write("optimizer/count", c10::IValue(count));
   }
-  static void load_model_and_optimizers(Trainer& t, torch::serialize::InputArchive& archive) {
+  static void load_model_and_optimizers(Trainer& t, torch::serialize::InputArchive& archive, bool whole = true) {
     torch::serialize::InputArchive model;
     read_archive(archive, "model", model);
     load_module(model, *t.model_module());
-    load_optimizers(t, archive);
+    load_optimizers(t, archive, whole);
   }
 
-  static void load_optimizers(Trainer& t, torch::serialize::InputArchive& archive) {
+  static void load_optimizers(Trainer& t, torch::serialize::InputArchive& archive, bool whole = true) {
     std::int64_t count = 0;
     const auto saved_count = read_int(archive, "optimizer/count");
-    t.replicas_.for_each_optimizer([&](auto& optimizer) {
-      const auto index = optimizers_are_copies ? 0 : count++;
+    auto load = [&](auto& optimizer, std::int64_t index) {
+      ++count;
       if (index >= saved_count)
         throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has more");
       torch::serialize::InputArchive one;
       read_archive(archive, "optimizer/" + std::to_string(index), one);
       load_one_optimizer(optimizer, one, index);
-    });
+    };
+    if (whole) {
+      load_kept_optimizers(t, load);
+    } else {  // this process's own optimizers, as they step (all_or_nothing's copy)
+      t.replicas_.for_each_optimizer([&](auto& optimizer) { load(optimizer, optimizers_are_copies ? 0 : count); });
+    }
     if (!optimizers_are_copies && count != saved_count)
       throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has " + std::to_string(count));
   }
@@ -332,13 +342,29 @@ struct trainer_state {
   // The optimizers a checkpoint holds: every one, except where each tower's optimizer is a copy
   // of the main tower's (Replicated: the same averaged gradients on the same weights). There it
   // holds the main one, and loading gives it to every tower: one state serves any number of them.
+  // A sharded run's is the whole optimizer its ranks' shards make (consolidated on rank 0).
   static constexpr bool optimizers_are_copies = requires { Trainer::replicas_type::optimizer_per_tower; };
+  static constexpr bool sharded = shards_state<typename Trainer::replicas_type, typename Trainer::tower_type>;
   template <class F>
   static void for_each_kept_optimizer(Trainer& t, F&& f) {
-    bool first = true;
-    t.replicas_.for_each_optimizer([&](auto& optimizer) {
-      if (!optimizers_are_copies || std::exchange(first, false)) f(optimizer);
-    });
+    if constexpr (sharded) {
+      t.replicas_.for_each_checkpoint_optimizer(f);
+    } else {
+      bool first = true;
+      t.replicas_.for_each_optimizer([&](auto& optimizer) {
+        if (!optimizers_are_copies || std::exchange(first, false)) f(optimizer);
+      });
+    }
+  }
+  // Loads the kept optimizers: load(optimizer, index) reads the index-th into one.
+  template <class Load>
+  static void load_kept_optimizers(Trainer& t, Load&& load) {
+    if constexpr (sharded) {
+      t.replicas_.load_checkpoint_optimizer(t.tower_, [&](auto& whole) { load(whole, std::int64_t{0}); });
+    } else {
+      std::int64_t count = 0;
+      t.replicas_.for_each_optimizer([&](auto& optimizer) { load(optimizer, optimizers_are_copies ? std::int64_t{0} : count++); });
+    }
   }
 
   // The optimizer as LibTorch's base class (through AnyOptimizer's get()), or null.
@@ -356,7 +382,7 @@ struct trainer_state {
   template <class Load>
   static void all_or_nothing(Trainer& t, Load&& load) {
     torch::serialize::OutputArchive before;
-    save_model_and_optimizers(t, before);
+    save_model_and_optimizers(t, before, /*whole=*/false);
     save_cpu_rng(before, "rng/cpu");
     const auto bytes = archive_bytes_string(before);
     const auto position = t.position_;
@@ -367,7 +393,7 @@ struct trainer_state {
     } catch (...) {
       torch::serialize::InputArchive back;
       back.load_from(bytes.data(), bytes.size());
-      load_model_and_optimizers(t, back);
+      load_model_and_optimizers(t, back, /*whole=*/false);
       load_cpu_rng(back, "rng/cpu");
       t.position_ = position, t.resume_ = resume, t.options_.starting_epoch(starting_epoch);
       throw;

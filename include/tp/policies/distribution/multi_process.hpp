@@ -17,8 +17,19 @@
 //   everywhere. `.compress_gradients(torch::kHalf)` sends them as fp16 (half the bytes, for a
 //   slow link; bf16 on NCCL, and on Gloo from LibTorch 2.x), averaged back into fp32.
 // - A stop requested on any rank (request_stop, EarlyStopping, a stop signal, the time budget)
-//   is agreed by all before the next step; only rank 0 runs chief-only callbacks (the file
-//   writers, so the on-stop checkpoint too).
+//   is agreed by all: after a step, through a vote that rides in the next step's own collective
+//   (so the ranks stop together one step after the request, with no collective of its own); at
+//   an epoch's end, at once. Only rank 0 runs chief-only callbacks (the file writers, so the
+//   on-stop checkpoint too).
+// - `.shard(tp::sharding::optimizer_state)` (ZeRO stage 1) keeps on each rank the optimizer
+//   state of its shard of every gradient bucket only (about 1/N of it, detail/shard_plan.hpp):
+//   the buckets are all-reduced as above, each rank steps its shard, and one all-gather per
+//   bucket brings the updated weights to every rank. `.shard(tp::sharding::gradients)` (stage 2)
+//   also reduces each shard to its owner only (half an all-reduce's traffic); gradient
+//   processing then sums its norms across the ranks. Checkpoints hold the whole state
+//   (trainer.consolidate_state() gathers it on rank 0), so a sharded run resumes unsharded, on
+//   another number of ranks, or sharded otherwise (detail/sharded_optimizer.hpp).
+// - At start the ranks check that they built the same model (parameter names and shapes).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
 //   default) throws on the other ranks with a message that names the ranks that did not answer.
 #include <algorithm>
@@ -26,6 +37,7 @@
 #include <cstring>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -43,6 +55,8 @@
 #include <tp/detail/archive.hpp>
 #include <tp/detail/micro_batches.hpp>
 #include <tp/detail/overlapping_reducer.hpp>
+#include <tp/detail/sharded_optimizer.hpp>
+#include <tp/detail/stop_vote.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
 #include <tp/policies/distribution/replicas_base.hpp>
 #include <tp/detail/run_tower.hpp>
@@ -52,6 +66,10 @@
 #include <tp/tower_context.hpp>
 
 namespace tp {
+
+// What MultiProcess shards across the ranks (ZeRO's stages): nothing, the optimizer state (1),
+// or the optimizer state and the reduced gradients (2).
+enum class sharding { none, optimizer_state, gradients };
 
 template <class Backend>
 class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGradients=*/true> {
@@ -86,6 +104,11 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     wire_ = wire;
     return *this;
   }
+  // Shards the optimizer state (and the gradients) across the ranks (default: none).
+  MultiProcess& shard(sharding what) {
+    sharding_ = what;
+    return *this;
+  }
   const process_environment& environment() const noexcept { return environment_; }
 
   // This process's model and optimizer (none for a tower without one), the process group, and
@@ -101,14 +124,25 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
           env_(options.environment_),
           timeout_(options.timeout_),
           device_(Backend::device(env_)),
+          sharding_(options.sharding_),
           model_((connect(), tower.make_model())) {
       (*model_).to(device_);
       (*model_).train();
       this->add_optimizer(tower, model_);
       if (this->update_.gradients().active()) this->names_ = detail::parameter_names(model_);
+      const bool to_owners = sharding_ == sharding::gradients;
       reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, this->update_.bucket_bytes(),
-                                                               options.overlap_, options.wire_);
+                                                               options.overlap_, options.wire_, to_owners);
       reducer_->hook();
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) {
+        if (sharding_ != sharding::none) {
+          auto plan = detail::make_shard_plan(reducer_->layout(), env_.rank, env_.world_size);
+          if (to_owners) reducer_->own(plan);
+          sharded_ = std::make_unique<detail::sharded_optimizer<optimizer_type>>(
+              this->optimizer(), (*model_).parameters(), std::move(plan), reducer_->layout(),
+              [this](std::size_t k) { return reducer_->flat(k); }, group_);
+        }
+      }
     }
     Replicas(Replicas&&) noexcept = default;
     ~Replicas() {
@@ -131,20 +165,28 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     std::int64_t gradient_all_reduces() const noexcept { return reducer_->launched(); }
     std::int64_t early_gradient_all_reduces() const noexcept { return early_all_reduces_; }
 
-    // Every rank starts from rank 0's weights, buffers and optimizer state.
+    // Every rank starts from rank 0's weights, buffers and optimizer state, once the ranks have
+    // checked that they built the same model. (Sharded, each rank keeps its own shard's state:
+    // fresh, or from the checkpoint every rank loaded.)
     void start() {
       torch::NoGradGuard no_grad;
+      check_same_model();
       std::vector<torch::Tensor> tensors;
       for (auto& [name, t] : detail::module_tensors(*model_)) tensors.push_back(t);
       for (auto& t : tensors) broadcast(t, "the broadcast of rank 0's weights");
-      if constexpr (detail::replicas_base<Tower>::has_optimizer) broadcast_optimizer(this->optimizer());
+      if constexpr (detail::replicas_base<Tower>::has_optimizer)
+        if (!sharded_) broadcast_optimizer(this->optimizer());
+      pending_vote_ = 0, vote_carried_ = false;
     }
 
     template <class Input>
       requires detail::steps_on<Tower, Input>
     torch::Tensor run_step(Tower& tower, Input& input) {
       const TowerContext ctx{.is_training = true, .index = env_.rank, .device = device_, .is_main = env_.rank == 0};
-      reducer_->begin();  // zeroes the gradients (views into the buckets: no optimizer zero_grad)
+      // Zeroes the gradients (views into the buckets: no optimizer zero_grad); the stop vote of
+      // the last boundary rides in the all-reduce.
+      reducer_->begin(pending_vote_);
+      vote_carried_ = false;
       const double scale = detail::loss_scale(this->scaler_);
       const auto launched_before = reducer_->launched();
       torch::Tensor cost;
@@ -166,16 +208,41 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         fail("the gradient all-reduce during backward", e);
       }
       ++steps_;
-      // The reduced gradients are the same on every rank, so the loss scaler's inf check and
-      // gradient processing take the same decision everywhere.
-      if (!this->process_gradients(model_, scale)) return cost;
+      if (sharding_ != sharding::gradients) vote_carried_ = true, agreed_vote_ = reducer_->agreed_vote();
+      if (!sharded_) {
+        // The reduced gradients are the same on every rank, so the loss scaler's inf check and
+        // gradient processing take the same decision everywhere.
+        if (!this->process_gradients(model_, scale)) return cost;
+        TP_PHASE("tp::optimizer_step");
+        this->optimizer().step();
+        return cost;
+      }
+      // Sharded: the whole gradients (stage 1), or this rank's shard of them with their norms
+      // summed across the ranks (stage 2), so the decision is the same everywhere.
+      bool update = true;
+      if (sharding_ == sharding::gradients) {
+        auto gradients = sharded_->gradients();
+        update = this->ready_for_update(gradients, scale, [this](double local) { return sum_one(local, "summing the gradients' norm across ranks"); });
+      } else {
+        update = this->process_gradients(model_, scale);
+      }
       TP_PHASE("tp::optimizer_step");
-      this->optimizer().step();
+      const bool carry_vote = sharding_ == sharding::gradients;  // else the all-reduce carried it
+      int agreed = 0;
+      try {
+        agreed = sharded_->step_and_gather(update, carry_vote, pending_vote_);
+      } catch (const detail::collective_error& e) {
+        fail(e.operation, e);
+      }
+      if (carry_vote) vote_carried_ = true, agreed_vote_ = agreed;
       return cost;
     }
 
     // Averages the gradients now in .grad across the ranks (what a step does after backward).
     void reduce_gradients() {
+      if (sharded_)
+        throw std::logic_error("tp::MultiProcess: reduce_gradients() with .shard(): a sharded run steps and gathers its shards in the "
+                               "default step; a step function of its own must train unsharded (tp::sharding::none)");
       TP_PHASE("tp::reduce");
       try {
         reducer_->reduce_now();
@@ -185,16 +252,64 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     }
 
     // The largest stop code of all ranks (0: none wants to stop): every rank gets the same
-    // answer, so that all stop after the same step, for the same reason (see Trainer).
-    int agree_on_stop(int mine) {
-      auto code = torch::tensor({static_cast<std::int32_t>(mine)}, torch::kInt).to(device_);
-      std::vector<torch::Tensor> one{code};
-      run(group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX}), "agreeing on a stop request");
-      return code.item<int>();
+    // answer, so that all stop after the same step, for the same reason (see Trainer). After a
+    // step (at_epoch_end false) the answer is the vote of the boundary before, which rode in
+    // this step's collectives, and `mine` rides in the next step's; at an epoch's end (or after
+    // a step that reduced nothing) the ranks agree at once, in a collective of its own.
+    int agree_on_stop(int mine, bool at_epoch_end) {
+      if (at_epoch_end || !vote_carried_) {
+        const int agreed = agree_now(std::max(mine, pending_vote_));
+        pending_vote_ = 0, vote_carried_ = false;
+        return agreed;
+      }
+      pending_vote_ = mine, vote_carried_ = false;
+      return agreed_vote_;
+    }
+    // Collectives made for the stop agreement alone (one per epoch end, none per step).
+    std::int64_t stop_collectives() const noexcept { return stop_collectives_; }
+    // The sharded optimizer's all-gathers of updated weights so far (one per bucket per step).
+    std::int64_t shard_gathers() const noexcept { return sharded_ ? sharded_->gathers() : 0; }
+    sharding sharded() const noexcept { return sharding_; }
+    // What the model summary's optimizer line adds: whose state it is, when sharded.
+    std::string state_share() const {
+      if (!sharded_) return {};
+      const auto owned = sharded_->plan().owned();
+      std::int64_t total = 0;
+      for (auto n : sharded_->plan().bucket_numel) total += n;
+      return " (rank " + std::to_string(env_.rank) + "'s shard: " + std::to_string(owned) + " of " + std::to_string(total) + " parameters)";
+    }
+
+    // A sharded run: every rank sends its optimizer shard to rank 0, which holds the whole
+    // state for the next checkpoint (until the next step). Does nothing unsharded.
+    void consolidate_state(Tower& tower) {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer)
+        if (sharded_) try {
+            sharded_->consolidate([&] { return tower.make_optimizer(model_); });
+          } catch (const detail::collective_error& e) {
+            fail(e.operation, e);
+          }
+    }
+    // The optimizer a checkpoint holds: the whole one (consolidated, on rank 0) when sharded.
+    template <class F>
+    void for_each_checkpoint_optimizer(F&& f) {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) {
+        if (sharded_) f(sharded_->whole());
+        else f(this->optimizer());
+      }
+    }
+    // Loads a checkpoint's optimizer: load(optimizer) reads it into an optimizer over the whole
+    // model; sharded, this rank keeps its shard of it.
+    template <class Load>
+    void load_checkpoint_optimizer(Tower& tower, Load&& load) {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) {
+        if (sharded_) sharded_->load_whole([&] { return tower.make_optimizer(model_); }, load);
+        else load(this->optimizer());
+      }
     }
     // Sums values across the ranks, in place.
     void sum_across_processes(std::vector<double>& values) {
       if (values.empty()) return;
+      ++other_collectives_;
       auto t = torch::tensor(values, torch::kDouble).to(device_);
       std::vector<torch::Tensor> one{t};
       run(group_->allreduce(one), "summing scalars across ranks");
@@ -203,6 +318,42 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     }
 
    private:
+    using optimizer_type = typename detail::optimizer_or_none<Tower>::type;
+
+    int agree_now(int mine) {
+      ++stop_collectives_;
+      auto code = torch::tensor({static_cast<std::int32_t>(mine)}, torch::kInt).to(device_);
+      std::vector<torch::Tensor> one{code};
+      run(group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX}), "agreeing on a stop request");
+      return code.item<int>();
+    }
+    double sum_one(double local, const std::string& what) {
+      auto t = torch::tensor({local}, torch::kDouble).to(device_);
+      std::vector<torch::Tensor> one{t};
+      run(group_->allreduce(one), what);
+      return t.item<double>();
+    }
+
+    // Every rank must have built the same model: a hash of its parameters' names and shapes,
+    // whose largest and smallest over the ranks must agree.
+    void check_same_model() {
+      std::uint64_t h = 1469598103934665603ull;
+      auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull; };
+      for (const auto& item : (*model_).named_parameters()) {
+        for (char c : item.key()) mix(c);
+        for (auto d : item.value().sizes()) mix(d);
+        mix(static_cast<std::int64_t>(item.value().scalar_type()));
+      }
+      const auto mine = static_cast<std::int64_t>(h >> 2);  // >= 0: its negation is in range
+      auto both = torch::tensor({mine, -mine}, torch::kLong).to(device_);
+      std::vector<torch::Tensor> one{both};
+      run(group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX}), "comparing the ranks' models");
+      both = both.cpu();
+      if (both[0].item<std::int64_t>() != mine || -both[1].item<std::int64_t>() != mine)
+        throw std::runtime_error(who() + "the ranks built different models (their parameters' names, shapes or types differ): every "
+                                         "rank must build the same model (check the program and its flags on every rank)");
+    }
+
     void connect() {
       try {
         store_ = detail::connect_store(env_, timeout_);
@@ -300,11 +451,17 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     torch::Device device_;
     c10::intrusive_ptr<c10d::Store> store_;
     c10::intrusive_ptr<detail::collective_group> group_;
+    sharding sharding_;
     model_type model_;
     std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
     std::int64_t steps_ = 0;
     std::int64_t early_all_reduces_ = 0;
     bool broken_ = false;
+    std::unique_ptr<detail::sharded_optimizer<optimizer_type>> sharded_;  // with .shard(): holds pieces of optimizer()
+    int pending_vote_ = 0;      // this rank's stop code, to ride in the next step's collectives
+    int agreed_vote_ = 0;       // what the last step's collectives agreed on
+    bool vote_carried_ = false;  // whether the last step carried pending_vote_
+    std::int64_t stop_collectives_ = 0, other_collectives_ = 0;
   };
 
   template <class Tower>
@@ -315,6 +472,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
   bool overlap_ = true;
   torch::Dtype wire_ = torch::kFloat;
+  sharding sharding_ = sharding::none;
 };
 
 }  // namespace tp

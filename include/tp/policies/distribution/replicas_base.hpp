@@ -5,6 +5,7 @@
 // visits none, optimizer() does not exist, and the default step (run_step) requires a
 // trainable_tower. The derived replicas add the models and the step.
 #include <deque>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -67,9 +68,9 @@ class replicas_base {
   int micro_batches() const noexcept { return update_.accumulate(); }
 
   // Unscales (with loss scaling) and processes the reduced gradients in place; false: skip
-  // this update.
-  bool ready_for_update(std::vector<torch::Tensor>& gradients, double used_scale) {
-    return detail::ready_for_update(scaler_, used_scale, update_.gradients(), gradients, names_);
+  // this update. `across` sums a number over the ranks when each holds a shard of the gradients.
+  bool ready_for_update(std::vector<torch::Tensor>& gradients, double used_scale, const std::function<double(double)>& across = {}) {
+    return detail::ready_for_update(scaler_, used_scale, update_.gradients(), gradients, across ? std::vector<std::string>{} : names_, across);
   }
   // The same on a model's .grad (zeros for a parameter the cost did not reach), where there is
   // anything to do.
