@@ -9,7 +9,11 @@
 //   all-reduced while backward runs, against the same step reducing after backward. Figure:
 //   the median of the pairs' time ratio, overlapped / after.
 //
-// bench/two_hosts.sh runs the step benchmark between two network namespaces over a
+// - sharded_step: the same step with Adam, unsharded against .shard(tp::sharding::
+//   optimizer_state) and .shard(tp::sharding::gradients), in rotating order. Figures: the
+//   medians of sharded / unsharded step time, and each rank's Adam state in bytes.
+//
+// bench/two_hosts.sh runs the step benchmarks between two network namespaces over a
 // rate-limited link, with these variables: TP_BENCH_BUCKET_BYTES (default 1 MB),
 // TP_BENCH_COMPRESS (fp16: compressed all-reduce) and TP_BENCH_BATCH (default 256).
 #include <benchmark/benchmark.h>
@@ -43,7 +47,7 @@ double seconds(auto&& f) {
 
 tp::process_environment environment() { return tp::read_process_environment(); }
 
-auto desc(std::int64_t width, std::int64_t layers) {
+auto desc(std::int64_t width, std::int64_t layers, bool adam = false) {
   return tp::model_desc([=] {
            torch::manual_seed(3);
            torch::nn::Sequential net;
@@ -56,7 +60,19 @@ auto desc(std::int64_t width, std::int64_t layers) {
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
         return torch::mse_loss(m->forward(b.data), b.target);
       })
-      .optimizer([](torch::nn::Sequential& m) { return torch::optim::SGD(m->parameters(), 1e-3); });
+      .optimizer([adam](torch::nn::Sequential& m) -> tp::optim::AnyOptimizer {
+        if (adam) return torch::optim::Adam(m->parameters(), 1e-4);
+        return torch::optim::SGD(m->parameters(), 1e-3);
+      });
+}
+
+// The bytes of an optimizer's state tensors.
+std::int64_t state_bytes(auto& optimizer) {
+  std::int64_t bytes = 0;
+  for (const auto& [key, state] : tp::detail::torch_optimizer_of(optimizer)->state())
+    for (const auto& [name, v] : tp::detail::state_values::of(*state).values)
+      if (v.isTensor()) bytes += static_cast<std::int64_t>(v.toTensor().nbytes());
+  return bytes;
 }
 
 // tp's reduction of ~25 MB of gradients against c10d's allreduce on a buffer of the same size.
@@ -147,9 +163,43 @@ void step(benchmark::State& state) {
   state.counters["overlapped_ms"] = 1000 * overlap_seconds / static_cast<double>(state.iterations());
 }
 
+// One Adam step, unsharded and sharded both ways, in rotating order.
+void sharded_step(benchmark::State& state) {
+  static auto tower = desc(512, 8, /*adam=*/true);
+  auto make = [](int port_offset, tp::sharding shard) {
+    auto env = environment();
+    env.master_port = static_cast<std::uint16_t>(env.master_port + port_offset);
+    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(bucket_bytes()).compress_gradients(wire()).shard(shard).build(tower);
+  };
+  static auto plain = make(4, tp::sharding::none);
+  static auto stage1 = make(5, tp::sharding::optimizer_state);
+  static auto stage2 = make(6, tp::sharding::gradients);
+  static const std::int64_t rows = std::getenv("TP_BENCH_BATCH") ? std::stoll(std::getenv("TP_BENCH_BATCH")) : 256;
+  static tp::DummyInput input(torch::data::Example<>{torch::randn({rows, 512}), torch::randn({rows, 512})});
+  double t[3] = {0, 0, 0};
+  static int first = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < 3; ++k) {
+      const int which = (first + k) % 3;
+      t[which] += seconds([&] {
+        if (which == 0) plain.run_step(tower, input);
+        else if (which == 1) stage1.run_step(tower, input);
+        else stage2.run_step(tower, input);
+      });
+    }
+    first = (first + 1) % 3;
+  }
+  state.counters["optimizer_state_over_plain"] = t[1] / t[0];
+  state.counters["gradients_over_plain"] = t[2] / t[0];
+  state.counters["plain_ms"] = 1000 * t[0] / static_cast<double>(state.iterations());
+  state.counters["plain_state_MB"] = static_cast<double>(state_bytes(plain.optimizer())) / 1e6;
+  state.counters["sharded_state_MB"] = static_cast<double>(state_bytes(stage1.optimizer())) / 1e6;
+}
+
 // Fixed iteration counts: both ranks must make the same collectives.
 BENCHMARK(allreduce)->Unit(benchmark::kMillisecond)->Iterations(10)->Repetitions(9);
 BENCHMARK(step)->Unit(benchmark::kMillisecond)->Iterations(10)->Repetitions(9);
+BENCHMARK(sharded_step)->Unit(benchmark::kMillisecond)->Iterations(10)->Repetitions(9);
 
 class MedianReporter : public benchmark::ConsoleReporter {
  public:
@@ -168,7 +218,7 @@ class MedianReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   pid_t second = -1;
   if (!std::getenv("RANK")) {  // started by hand: become rank 0 and start rank 1
-    const auto port = std::to_string(tp::free_local_port());  // and the next three, for the other groups
+    const auto port = std::to_string(tp::free_local_port());  // and the next six, for the other groups
     ::setenv("WORLD_SIZE", "2", 1);
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);
@@ -192,5 +242,8 @@ int main(int argc, char** argv) {
   if (chief)
     std::cout << "\nmedians of the pairs: tp / direct allreduce throughput " << reporter.medians["tp_over_direct_throughput"]
               << "; step overlapped / reduced after backward " << reporter.medians["overlapped_over_after"] << " (" << reporter.medians["overlapped_ms"]
-              << " ms / " << reporter.medians["after_ms"] << " ms)\n";
+              << " ms / " << reporter.medians["after_ms"] << " ms); sharded step / unsharded: optimizer state "
+              << reporter.medians["optimizer_state_over_plain"] << ", gradients " << reporter.medians["gradients_over_plain"] << " ("
+              << reporter.medians["plain_ms"] << " ms unsharded; Adam state per rank " << reporter.medians["sharded_state_MB"] << " MB sharded, "
+              << reporter.medians["plain_state_MB"] << " MB unsharded)\n";
 }

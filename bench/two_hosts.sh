@@ -12,7 +12,12 @@
 #
 #   link 1gbit, buckets 4 MB, fp32 on the wire: overlap gain: 0.31 (overlapped 120 ms, after backward 157 ms)
 #
-# where the gain is time after / time overlapped - 1. (The first line is an example of the format.) With TP_TWO_HOSTS_FASHION=1 it then trains
+# where the gain is time after / time overlapped - 1. (The first line is an example of the format.)
+# For each rate it then runs the sharded step benchmark (Adam, 4 MB buckets, fp32) and prints
+#
+#   link 1gbit: sharded step / unsharded: optimizer state 1.02, gradients 1.01 (...)
+#
+# With TP_TWO_HOSTS_FASHION=1 it then trains
 # examples/fashion_mnist for 3 epochs across the first link with fp16 on the wire, and prints
 # its test accuracy.
 set -euo pipefail
@@ -76,6 +81,10 @@ print(f"link {rate}, buckets {mb} MB, {wire} on the wire: overlap gain: {1 / rat
 PY
     done
   done
+  log=$scratch/$rate-sharded.log
+  run_pair "$log" TP_BENCH_BUCKET_BYTES=$((4 << 20)) TP_BENCH_BATCH=$batch -- "$bench" --benchmark_filter=sharded_step || true
+  line=$(grep -o "sharded step / unsharded.*" "$log" || true)
+  if [ -z "$line" ]; then echo "link $rate, sharded: failed"; cat "$log" "$log.rank1" >&2; else echo "link $rate, batch $batch: $line"; fi
 done
 if [ "${TP_TWO_HOSTS_FASHION:-0}" = 1 ]; then
   rate=${cases[0]%%:*}

@@ -7,6 +7,9 @@
 //                 [--init-from STATE_DICT]
 //   tp-run -n 2 fashion_mnist [--compress fp32|fp16] ...   one process per rank, Gloo all-reduce
 //                                                          (MultiProcess), fp16 on the wire or not
+//                             [--shard none|optimizer|gradients]   each rank keeps 1/N of the
+//                                                          optimizer state (ZeRO 1), and of the
+//                                                          reduced gradients (ZeRO 2)
 //
 // --precision bf16-mixed runs the forward passes under bf16 autocast, --channels-last keeps
 // images and convolution weights in NHWC order: together 2.6 times faster on a CPU with bf16
@@ -77,6 +80,7 @@ struct flags {
   int threads = 0;  // 0: LibTorch's default
   std::string optimizer = "adam";
   std::string compress = "fp32";            // the gradients on the wire under tp-run
+  std::string shard = "none";               // what the ranks shard under tp-run
   std::string init_from;                    // a state_dict file the weights start from
   std::string profile_steps;                // "A:B": a Chrome trace of steps A to B
   std::vector<tp::Profiler::window> profile;  // parsed from it
@@ -158,6 +162,8 @@ flags parse(int argc, char** argv) {
   app.add_option("--optimizer", f.optimizer, "adam, sgd (momentum 0.9), nadam, radam, lamb or lars");
   app.add_option("--compress", f.compress, "under tp-run: gradients all-reduced as fp32, or as fp16 (half the bytes on the wire)")
       ->check(CLI::IsMember({"fp32", "fp16"}));
+  app.add_option("--shard", f.shard, "under tp-run: none, optimizer (each rank keeps 1/N of the optimizer state) or gradients (and of the reduced gradients)")
+      ->check(CLI::IsMember({"none", "optimizer", "gradients"}));
   app.add_option("--init-from", f.init_from,
                  "a state_dict file (Python's torch.save(model.state_dict()), tp-export --state-dict) the weights start from; "
                  "a checkpoint in --logdir to resume from takes precedence")
@@ -266,7 +272,8 @@ int main(int argc, char** argv) try {
                             : train(tp::FeedInput(std::move(flow)), std::move(distribution), test_set, options, f, logdir, env);
   };
   const auto wire = f.compress == "fp16" ? torch::kHalf : torch::kFloat;
-  const auto [outcome, accuracy] = env.world_size > 1 ? run(tp::MultiProcess<tp::backend::Gloo>(env).compress_gradients(wire))
+  const auto shard = f.shard == "optimizer" ? tp::sharding::optimizer_state : f.shard == "gradients" ? tp::sharding::gradients : tp::sharding::none;
+  const auto [outcome, accuracy] = env.world_size > 1 ? run(tp::MultiProcess<tp::backend::Gloo>(env).compress_gradients(wire).shard(shard))
                                    : towers == 1      ? run(tp::SingleDevice::best_available())
                                                       : run(tp::Replicated<>::cpu(static_cast<int>(towers)));
   if (outcome.interrupted()) {

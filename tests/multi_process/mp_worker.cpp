@@ -3,7 +3,7 @@
 //
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
-//             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|nadam|lamb]
+//             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients] [--clip NORM]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
@@ -21,7 +21,8 @@
 // trained on (0-255, as text) to FILE.ids.<rank>: the resharding tests count them. --shard:
 // MultiProcess's sharding (tp::sharding); --clip: clip the gradients' global norm. It prints
 // "optimizer state N bytes" after the first step, and at the end "collectives: N to agree on
-// stopping, N all-gathers of shards".
+// stopping, N all-gathers of shards". --hidden H: the MLP's hidden width (32); --narrow-rank R:
+// that rank builds it 16 wide (a model that differs between ranks).
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -89,19 +90,20 @@ tp::optim::AnyOptimizer make_optimizer(const std::string& name, torch::nn::Seque
   if (name == "nadam") return tp::optim::NAdam(m->parameters(), tp::optim::NAdamOptions(0.01).weight_decay(1e-3));
   if (name == "lamb") return tp::optim::LAMB(m->parameters(), tp::optim::LAMBOptions(0.01).weight_decay(1e-3));
   if (name == "adam") return torch::optim::Adam(m->parameters(), torch::optim::AdamOptions(0.01).weight_decay(1e-3));
+  if (name == "lars") return tp::optim::LARS(m->parameters(), tp::optim::LARSOptions(0.05).weight_decay(1e-3));
   if (name == "lbfgs") return torch::optim::LBFGS(m->parameters(), torch::optim::LBFGSOptions(0.1));
-  if (name != "sgd") throw std::invalid_argument("--optimizer must be sgd, adam, nadam, lamb or lbfgs, not " + name);
+  if (name != "sgd") throw std::invalid_argument("--optimizer must be sgd, adam, nadam, lamb, lars or lbfgs, not " + name);
   return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
 }
 
-auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted) {
+auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted, int hidden = 32) {
   auto scaling = tp::LossScaler().growth_interval(3);
   if (loss_scale > 0) scaling.init_scale(loss_scale);
   auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
-  return with(tp::model_desc([scripted] {
+  return with(tp::model_desc([scripted, hidden] {
            if (!scripted.empty()) return torch::nn::Sequential(tp::ScriptedModule(scripted));
            torch::manual_seed(5);
-           return torch::nn::Sequential(torch::nn::Linear(6, 32), torch::nn::Tanh(), torch::nn::Linear(32, 1));
+           return torch::nn::Sequential(torch::nn::Linear(6, hidden), torch::nn::Tanh(), torch::nn::Linear(hidden, 1));
          })
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
         {
@@ -176,7 +178,9 @@ int main(int argc, char** argv) try {
   auto flow = tp::data::examples(x, y) | tp::data::shuffle(7) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted), std::move(distribution), options, step, std::move(saver)...);
+    const int hidden = get("--narrow-rank", "-1") == std::to_string(env.rank) ? 16 : std::stoi(get("--hidden", "32"));
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden), std::move(distribution), options, step,
+                        std::move(saver)...);
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
       return outcome.exit_status();

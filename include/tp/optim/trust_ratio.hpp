@@ -18,7 +18,7 @@ inline torch::Tensor trust_ratio(const torch::Tensor& weight_norm, const torch::
 }
 
 // Which layer each of this rank's pieces belongs to, and how to add per-layer numbers over the
-// ranks (an all-reduce, in place). Set by MultiProcess's sharding (detail/sharded_optimizer.hpp).
+// ranks (an all-reduce, in place). Set by MultiProcess's sharding (policies/distribution/sharded_optimizer.hpp).
 struct layer_shards {
   struct layer {
     std::int64_t index = 0;  // the whole tensor's index in the model

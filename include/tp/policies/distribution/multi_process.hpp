@@ -28,7 +28,7 @@
 //   also reduces each shard to its owner only (half an all-reduce's traffic); gradient
 //   processing then sums its norms across the ranks. Checkpoints hold the whole state
 //   (trainer.consolidate_state() gathers it on rank 0), so a sharded run resumes unsharded, on
-//   another number of ranks, or sharded otherwise (detail/sharded_optimizer.hpp).
+//   another number of ranks, or sharded otherwise (policies/distribution/sharded_optimizer.hpp).
 // - At start the ranks check that they built the same model (parameter names and shapes).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
 //   default) throws on the other ranks with a message that names the ranks that did not answer.
@@ -55,7 +55,7 @@
 #include <tp/detail/archive.hpp>
 #include <tp/detail/micro_batches.hpp>
 #include <tp/detail/overlapping_reducer.hpp>
-#include <tp/detail/sharded_optimizer.hpp>
+#include <tp/policies/distribution/sharded_optimizer.hpp>
 #include <tp/detail/stop_vote.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
 #include <tp/policies/distribution/replicas_base.hpp>

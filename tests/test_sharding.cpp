@@ -1,0 +1,244 @@
+// MultiProcess with sharded optimizer state and gradients (tp::sharding, ZeRO stages 1 and 2),
+// against the same ranks unsharded: the weights they end with, the state each rank holds, the
+// collectives each step makes, checkpoints across shardings and numbers of ranks, and bad
+// inputs. The ranks are mp_worker processes (an MLP of 257 parameters in 2 buckets of at most
+// 1 KB, so shards cut through tensors and buckets); this file compares what they write.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <tp/distributed/free_port.hpp>
+
+#include "multi_process/process_helpers.hpp"
+
+namespace {
+
+using namespace tp_test;
+
+// Runs `world` ranks to their end with the flags; every rank must succeed.
+std::vector<Process> run_ranks(int world, const std::vector<std::string>& flags) {
+  auto ranks = start_ranks(world, flags, tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  std::string outputs;
+  for (std::size_t r = 0; r < ranks.size(); ++r) outputs += "rank " + std::to_string(r) + ":\n" + ranks[r].output;
+  for (const auto& r : ranks) EXPECT_TRUE(r.succeeded()) << outputs;
+  return ranks;
+}
+
+double largest_difference(const fs::path& a, const fs::path& b) {
+  const auto x = floats(a), y = floats(b);
+  EXPECT_EQ(x.size(), y.size());
+  EXPECT_GT(x.size(), 200u);
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(x[i] - y[i])));
+  return worst;
+}
+
+long long number_after(const std::string& output, const std::string& text) {
+  const auto at = output.find(text);
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + text.size()));
+}
+
+struct Case {
+  int world;
+  const char* shard;  // optimizer or gradients
+  const char* optimizer;
+};
+void PrintTo(const Case& c, std::ostream* out) { *out << c.optimizer << ", " << c.shard << " sharded, " << c.world << " ranks"; }
+std::string name_of(const testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.optimizer) + "_" + info.param.shard + "_" + std::to_string(info.param.world) + "_ranks";
+}
+
+class ShardedTraining : public testing::TestWithParam<Case> {};
+
+// 50 steps with the gradients' global norm clipped to 0.5 (it clips most steps here). Every
+// rank ends with the same bits, and with the unsharded run's weights within 2e-6 (weights are
+// about 0.5: a few float roundings). They are bit-equal where the arithmetic is the same
+// (stage 1 with an elementwise optimizer: the same all-reduce, the same elementwise steps on
+// pieces). They differ by roundings where the order of sums differs: the clipping norm summed
+// over shards (stage 2), the reduce to each owner against the all-reduce (stage 2, 4 ranks),
+// and LAMB's and LARS's layer norms summed over pieces in double.
+TEST_P(ShardedTraining, EndsWithTheWeightsOfTheUnshardedRun) {
+  const auto c = GetParam();
+  TempDir dir(std::string("shard_") + c.optimizer + c.shard + std::to_string(c.world));
+  const std::vector<std::string> common{"--steps", "50", "--batch", "8", "--optimizer", c.optimizer, "--clip", "0.5"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  run_ranks(c.world, with({"--shard", "none", "--out", (dir.path / "plain").string()}));
+  const auto sharded = run_ranks(c.world, with({"--shard", c.shard, "--out", (dir.path / "sharded").string()}));
+  for (int r = 1; r < c.world; ++r)
+    EXPECT_EQ(bytes(dir.path / ("sharded." + std::to_string(r))), bytes(dir.path / "sharded.0")) << "rank " << r << " differs from rank 0";
+  const double worst = largest_difference(dir.path / "plain.0", dir.path / "sharded.0");
+  EXPECT_LT(worst, 2e-6);
+  if (std::string(c.shard) == "optimizer" && std::string(c.optimizer) != "lamb" && std::string(c.optimizer) != "lars") EXPECT_EQ(worst, 0.0) << "the same arithmetic, other bits";
+  std::printf("%s, %s sharded, %d ranks: largest difference from unsharded %g\n", c.optimizer, c.shard, c.world, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sharding, ShardedTraining,
+                         testing::Values(Case{2, "optimizer", "sgd"}, Case{2, "optimizer", "adam"}, Case{2, "optimizer", "lamb"},
+                                         Case{2, "gradients", "sgd"}, Case{2, "gradients", "adam"}, Case{2, "gradients", "lamb"},
+                                         Case{2, "gradients", "lars"}, Case{4, "optimizer", "adam"}, Case{4, "gradients", "nadam"},
+                                         Case{4, "gradients", "lamb"}),
+                         name_of);
+
+// Adam's state (two moments per parameter) on each rank: about 1/N of the unsharded run's,
+// plus at most one element per rank per bucket (the last shard of a bucket may be short).
+TEST(Sharding, EachRankHoldsItsShareOfTheOptimizerState) {
+  TempDir dir("shard_bytes");
+  auto state_bytes = [&](int world, const char* shard) {
+    const auto ranks = run_ranks(world, {"--steps", "5", "--optimizer", "adam", "--shard", shard, "--out", (dir.path / "w").string()});
+    std::vector<long long> bytes;
+    for (const auto& r : ranks) bytes.push_back(number_after(r.output, "optimizer state "));
+    return bytes;
+  };
+  const auto whole = state_bytes(2, "none");
+  ASSERT_EQ(whole[0], 257 * 2 * 4) << "two float moments per parameter";
+  for (const char* shard : {"optimizer", "gradients"}) {
+    for (int world : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(shard) + ", " + std::to_string(world) + " ranks");
+      long long total = 0;
+      for (const auto b : state_bytes(world, shard)) {
+        EXPECT_LE(b, whole[0] / world + 2 * 2 * 4) << "more than 1/N of the state, plus one element of each bucket";
+        if (world == 2) EXPECT_LE(b, whole[0] * 55 / 100) << "the issue's bound";
+        total += b;
+      }
+      EXPECT_EQ(total, whole[0]) << "the shards together hold the whole state, once";
+    }
+  }
+}
+
+// The collectives of a step: the gradients' (one per bucket) and the shards' (one all-gather
+// per bucket); the stop agreement rides in them, so it costs a collective of its own only at
+// an epoch's end (20 steps of 5 per epoch: 4).
+TEST(Sharding, NoCollectivePerStepOnlyToAgreeOnStopping) {
+  TempDir dir("shard_collectives");
+  for (const char* shard : {"none", "optimizer", "gradients"}) {
+    SCOPED_TRACE(shard);
+    const auto ranks = run_ranks(2, {"--steps", "20", "--shard", shard, "--out", (dir.path / "w").string()});
+    for (const auto& r : ranks) {
+      const auto buckets = number_after(r.output, " steps of ");
+      ASSERT_EQ(buckets, 2) << r.output;
+      EXPECT_EQ(number_after(r.output, "all-reduces "), 20 * buckets);
+      EXPECT_EQ(number_after(r.output, "collectives: "), 4) << "stop agreements of their own: one per epoch end";
+      const auto gathers = r.output.find(" to agree on stopping, ");
+      ASSERT_NE(gathers, std::string::npos) << r.output;
+      EXPECT_EQ(std::stoll(r.output.substr(gathers + 23)), std::string(shard) == "none" ? 0 : 20 * buckets);
+    }
+  }
+}
+
+// A checkpoint of a sharded run holds the whole state: resumed sharded, unsharded or sharded
+// otherwise, on the same ranks, the run ends with the bits of one never stopped; on 4 ranks,
+// with the weights of the unsharded runs doing the same (within the roundings of the test above).
+TEST(Sharding, ACheckpointResumesUnshardedShardedOtherwiseOrOnOtherRanks) {
+  TempDir dir("shard_resume");
+  auto flags = [&](const char* shard, const char* steps, const std::string& name) {
+    return std::vector<std::string>{"--steps", steps, "--optimizer", "adam", "--clip", "0.5", "--shard", shard, "--save-every", "4",
+                                    "--logdir", (dir.path / (name + "_ckpt")).string(), "--out", (dir.path / name).string()};
+  };
+  run_ranks(2, flags("optimizer", "30", "reference"));
+  struct Resume {
+    const char* before;
+    const char* after;
+  };
+  for (const auto& [before, after] : {Resume{"optimizer", "optimizer"}, Resume{"gradients", "none"}, Resume{"none", "gradients"}}) {
+    SCOPED_TRACE(std::string(before) + " then " + after);
+    const std::string name = std::string(before) + "_" + after;
+    run_ranks(2, flags(before, "12", name));  // 3 epochs of 5: a checkpoint at step 15
+    const auto resumed = run_ranks(2, flags(after, "30", name));
+    EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
+    EXPECT_EQ(bytes(dir.path / (name + ".0")), bytes(dir.path / "reference.0"));
+  }
+  run_ranks(2, flags("none", "12", "plain_4"));
+  run_ranks(4, flags("none", "30", "plain_4"));
+  run_ranks(2, flags("optimizer", "12", "sharded_4"));
+  const auto on_four = run_ranks(4, flags("gradients", "30", "sharded_4"));
+  EXPECT_NE(on_four[0].output.find("from a checkpoint of 2 processes"), std::string::npos) << on_four[0].output;
+  EXPECT_LT(largest_difference(dir.path / "plain_4.0", dir.path / "sharded_4.0"), 2e-6);
+}
+
+// A stop signal at one rank (or at every rank) stops the sharded ranks after the same step,
+// though no collective of its own agrees on it; the resumed run ends with the uninterrupted bits.
+TEST(Sharding, AStopSignalStopsEveryRankAfterTheSameStepAndResumesExactly) {
+  TempDir dir("shard_signal");
+  const auto flags = resume_flags(dir.path, {"--steps", "30", "--save-every", "4", "--step-ms", "15", "--shard", "gradients", "--optimizer", "adam"});
+  ASSERT_NO_FATAL_FAILURE(run_two_ranks(flags("reference", "reference")));
+  long long stopped_at = 0;
+  for (const bool every_rank : {false, true}) {
+    SCOPED_TRACE(every_rank ? "SIGTERM at every rank" : "SIGTERM at rank 1");
+    auto ranks = start_ranks(2, flags("interrupted", "interrupted"), tp::free_local_port());
+    const long long at = stopped_at + 3;
+    ASSERT_TRUE(ranks[1].read_until("step " + std::to_string(at) + "\n")) << ranks[1].output;
+    for (int r = every_rank ? 0 : 1; r < 2; ++r) ::kill(ranks[r].pid, SIGTERM);
+    for (auto& r : ranks) r.finish();
+    const auto step = interrupted_at(ranks[0].output);
+    EXPECT_EQ(interrupted_at(ranks[1].output), step) << "the ranks stopped after different steps";
+    EXPECT_GE(step, at);
+    EXPECT_LE(step, at + 3) << "it went on for long after the signal";
+    EXPECT_EQ(newest_checkpoint(dir.path / "interrupted"), step);
+    stopped_at = step;
+  }
+  ASSERT_NO_FATAL_FAILURE(run_two_ranks(flags("interrupted", "interrupted")));
+  EXPECT_EQ(bytes(dir.path / "interrupted.0"), bytes(dir.path / "reference.0"));
+  EXPECT_EQ(bytes(dir.path / "interrupted.1"), bytes(dir.path / "reference.1"));
+}
+
+// --- bad inputs ---------------------------------------------------------------------------------
+
+// One rank sharded holds the whole state, and trains as unsharded, to the bit.
+TEST(Sharding, OneRankShardedTrainsAsUnsharded) {
+  TempDir dir("shard_one");
+  run_ranks(1, {"--steps", "20", "--optimizer", "adam", "--clip", "0.5", "--out", (dir.path / "plain").string()});
+  run_ranks(1, {"--steps", "20", "--optimizer", "adam", "--clip", "0.5", "--shard", "gradients", "--out", (dir.path / "sharded").string()});
+  EXPECT_EQ(bytes(dir.path / "sharded.0"), bytes(dir.path / "plain.0"));
+}
+
+Process fails(int world, const std::vector<std::string>& flags) {
+  auto ranks = start_ranks(world, flags, tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  EXPECT_FALSE(ranks[0].succeeded()) << ranks[0].output;
+  return ranks[0];
+}
+
+TEST(Sharding, LBFGSIsRefusedNamingIt) {
+  TempDir dir("shard_lbfgs");
+  const auto rank = fails(2, {"--optimizer", "lbfgs", "--shard", "optimizer", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("cannot shard LBFGS"), std::string::npos) << rank.output;
+}
+
+// Rank 1 builds its MLP 16 wide, rank 0 32: caught when training starts, sharded or not.
+TEST(Sharding, AModelThatDiffersBetweenRanksIsAClearErrorAtStart) {
+  TempDir dir("shard_models");
+  for (const char* shard : {"none", "optimizer"}) {
+    auto ranks = start_ranks(2, {"--shard", shard, "--narrow-rank", "1", "--timeout-ms", "20000", "--out", (dir.path / "w").string()},
+                             tp::free_local_port());
+    for (auto& r : ranks) r.finish();
+    for (const auto& r : ranks) {
+      EXPECT_FALSE(r.succeeded()) << r.output;
+      EXPECT_NE(r.output.find("the ranks built different models"), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("step 1\n"), std::string::npos) << "it trained";
+    }
+  }
+}
+
+// A sharded run's checkpoint, resumed by a program whose model is another (16 wide, not 32):
+// an error that says what does not fit, and no step is taken.
+TEST(Sharding, ACheckpointResumedWithAnotherModelIsAClearError) {
+  TempDir dir("shard_other_model");
+  const std::vector<std::string> flags{"--steps", "5", "--optimizer", "adam", "--shard", "gradients", "--logdir", (dir.path / "ckpt").string(),
+                                       "--out", (dir.path / "w").string()};
+  run_ranks(2, flags);
+  auto other = flags;
+  other.insert(other.end(), {"--hidden", "16"});
+  const auto rank = fails(2, other);
+  EXPECT_NE(rank.output.find("shape"), std::string::npos) << rank.output;
+  EXPECT_EQ(rank.output.find("step 6\n"), std::string::npos) << "it trained";
+}
+
+}  // namespace
