@@ -9,7 +9,7 @@
 #   bench/sharding.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
-example=$build/examples/fashion_mnist run=$build/tools/tp-run
+example=$build/examples/fashion_mnist run=$build/tp-run worker=$build/tests/mp_worker
 [ -x "$example" ] && [ -x "$run" ] || { echo "sharding.sh: build fashion_mnist and tp-run first" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "sharding.sh: needs GNU time (apt-get install time)" >&2; exit 1; }
 scratch=$(mktemp -d)
@@ -34,4 +34,17 @@ open(log + ".size", "w").write(str(size))
 PY
     [ "$shard" = none ] && plain=$(cat "$log.size")
   done
+done
+[ -x "$worker" ] || { echo "sharding.sh: build mp_worker first" >&2; exit 1; }
+port=$((30000 + RANDOM % 20000))
+for shard in none optimizer gradients; do
+  port=$((port + 1))
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port /usr/bin/time -f "peak %M KB" "$worker" --steps 3 --batch 8 \
+      --optimizer adam --hidden 4000000 --shard "$shard" --out "$scratch/big" > "$scratch/big.$shard.$r" 2>&1 &
+  done
+  wait
+  state=$(grep -o "optimizer state [0-9]*" "$scratch/big.$shard.0" | grep -o "[0-9]*$")
+  peak=$(grep -o "peak [0-9]*" "$scratch/big.$shard.0" | grep -o "[0-9]*$")
+  echo "32 M parameters, 2 ranks, --shard $shard: rank 0's Adam state $((state / 1048576)) MiB, peak RSS $((peak / 1024)) MiB"
 done

@@ -67,7 +67,7 @@ scratch=$(mktemp -d)
 for case in "${cases[@]}"; do
   rate=${case%%:*} batch=${case#*:}
   shape "$rate"
-  for mb in 1 4 25; do
+  for mb in ${TP_TWO_HOSTS_BUCKETS-1 4 25}; do  # TP_TWO_HOSTS_BUCKETS="" runs the sharded step alone
     for wire in fp32 fp16; do
       log=$scratch/$rate-$mb-$wire.log
       run_pair "$log" TP_BENCH_BUCKET_BYTES=$((mb << 20)) TP_BENCH_COMPRESS=$wire TP_BENCH_BATCH=$batch -- "$bench" --benchmark_filter=step || true
