@@ -134,26 +134,32 @@ TEST(Sharding, NoCollectivePerStepOnlyToAgreeOnStopping) {
 }
 
 // A checkpoint of a sharded run holds the whole state: resumed sharded, unsharded or sharded
-// otherwise, on the same ranks, the run ends with the bits of one never stopped; on 4 ranks,
-// with the weights of the unsharded runs doing the same (within the roundings of the test above).
+// otherwise, on the same ranks, the run ends with the weights of one never stopped, to the bit
+// where the arithmetic is the same (stage 1 and unsharded), within the roundings of the test
+// above where a part reduced to owners (stage 2); on 4 ranks, with the weights of unsharded
+// runs doing the same.
 TEST(Sharding, ACheckpointResumesUnshardedShardedOtherwiseOrOnOtherRanks) {
   TempDir dir("shard_resume");
   auto flags = [&](const char* shard, const char* steps, const std::string& name) {
     return std::vector<std::string>{"--steps", steps, "--optimizer", "adam", "--clip", "0.5", "--shard", shard, "--save-every", "4",
                                     "--logdir", (dir.path / (name + "_ckpt")).string(), "--out", (dir.path / name).string()};
   };
-  run_ranks(2, flags("optimizer", "30", "reference"));
+  run_ranks(2, flags("none", "30", "reference"));
   struct Resume {
     const char* before;
     const char* after;
+    bool same_arithmetic;
   };
-  for (const auto& [before, after] : {Resume{"optimizer", "optimizer"}, Resume{"gradients", "none"}, Resume{"none", "gradients"}}) {
+  for (const auto& [before, after, same] : {Resume{"optimizer", "optimizer", true}, Resume{"optimizer", "none", true},
+                                            Resume{"none", "optimizer", true}, Resume{"gradients", "none", false},
+                                            Resume{"none", "gradients", false}}) {
     SCOPED_TRACE(std::string(before) + " then " + after);
     const std::string name = std::string(before) + "_" + after;
     run_ranks(2, flags(before, "12", name));  // 3 epochs of 5: a checkpoint at step 15
     const auto resumed = run_ranks(2, flags(after, "30", name));
     EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
-    EXPECT_EQ(bytes(dir.path / (name + ".0")), bytes(dir.path / "reference.0"));
+    if (same) EXPECT_EQ(bytes(dir.path / (name + ".0")), bytes(dir.path / "reference.0"));
+    else EXPECT_LT(largest_difference(dir.path / (name + ".0"), dir.path / "reference.0"), 2e-6);
   }
   run_ranks(2, flags("none", "12", "plain_4"));
   run_ranks(4, flags("none", "30", "plain_4"));
