@@ -227,12 +227,7 @@ result train(Input input, Distribution distribution, const tp::data::FashionMnis
                       tp::MinSaver(logdir, "test_error"), tp::SlurmRequeue());
   const auto outcome = trainer.train();
   if (outcome.interrupted() || !trainer.is_chief()) return {outcome};  // rank 0 reports the accuracy
-  // The run's last test error, from its stats.json: a resumed run that had nothing left to do
-  // still reports the accuracy it ended with.
-  const auto history = tp::JSONWriter::read(trainer.template callback<tp::JSONWriter>().path());
-  for (auto it = history.rbegin(); it != history.rend(); ++it)
-    if (const auto found = it->scalars.find("test_error"); found != it->scalars.end()) return {outcome, 1.0 - found->second};
-  throw std::runtime_error("the run in " + logdir + " has no test error in its stats.json");
+  return {outcome, fashion_mnist::last_test_accuracy(trainer)};
 }
 
 }  // namespace

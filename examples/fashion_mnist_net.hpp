@@ -1,9 +1,14 @@
 #pragma once
-// The example's small CNN for Fashion-MNIST, its input normalisation, and what its validation
-// computes; the benchmarks time the same model, and `evaluate` scores its checkpoints.
+// The example's small CNN for Fashion-MNIST, its input normalisation, what its validation
+// computes, and the accuracy a run ended with; the benchmarks time the same model, and
+// `evaluate` scores its checkpoints.
+#include <stdexcept>
+#include <string>
+
 #include <torch/torch.h>
 
 #include <tp/callbacks/inference_runner.hpp>
+#include <tp/monitors/json.hpp>
 
 namespace fashion_mnist {
 
@@ -35,6 +40,17 @@ inline torch::Tensor normalize(const torch::Tensor& pixels) { return (pixels.to(
 inline tp::outputs test_outputs(Net& net, const torch::data::Example<>& b) {
   auto logits = net->forward(b.data);
   return tp::outputs{{"cost", torch::nn::functional::cross_entropy(logits, b.target)}, {"logits", logits}, {"label", b.target}};
+}
+
+// The last test accuracy a trainer with a JSONWriter recorded (1 - test_error), from its
+// stats.json: a resumed run that had nothing left to do still reports the accuracy it ended with.
+template <class Trainer>
+double last_test_accuracy(Trainer& trainer) {
+  const auto& path = trainer.template callback<tp::JSONWriter>().path();
+  const auto history = tp::JSONWriter::read(path);
+  for (auto it = history.rbegin(); it != history.rend(); ++it)
+    if (const auto found = it->scalars.find("test_error"); found != it->scalars.end()) return 1.0 - found->second;
+  throw std::runtime_error("the run's " + path.string() + " has no test error");
 }
 
 }  // namespace fashion_mnist

@@ -90,7 +90,6 @@ class overlapping_reducer {
     std::fill(arrived_.begin(), arrived_.end(), false);
     next_ = 0;
     armed_ = overlap_;
-    reduced_ = false;
   }
 
   // With gradient accumulation, before each micro-batch's backward: only the last one's
@@ -112,7 +111,6 @@ class overlapping_reducer {
     wait_all();
   }
 
-
   // Averages the gradients now in .grad: every bucket all-reduced in order (the whole reduction
   // after backward).
   void reduce_now() {
@@ -130,8 +128,6 @@ class overlapping_reducer {
   std::int64_t gradient_numel(std::size_t k) const noexcept { return where_[buckets_[k].parameters.back()].offset + buckets_[k].sizes.back(); }
   // The stop code the last reduction agreed on (0: none); not with reduce_to_owners.
   int agreed_vote() const { return to_owners_ ? 0 : stop_vote::decode(flats_.back().narrow(0, gradient_numel(buckets_.size() - 1), stop_vote::slots)); }
-  // Whether a reduction ran since begin() (a step with its own step function may not reduce).
-  bool reduced() const noexcept { return reduced_; }
   // With reduce_to_owners: this rank's shards, once the owners are known.
   void own(shard_plan plan) { plan_ = std::move(plan); }
 
@@ -220,7 +216,6 @@ class overlapping_reducer {
       flats_[k].narrow(0, 0, begin).zero_();
       flats_[k].narrow(0, begin + length, flats_[k].numel() - begin - length).zero_();
     }
-    reduced_ = true;
   }
   std::string what() const { return to_owners_ ? "reduce to its owners" : "all-reduce"; }
 
@@ -241,7 +236,6 @@ class overlapping_reducer {
   std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> works_;  // a bucket's collectives (one, or one per owner)
   bool to_owners_;
   shard_plan plan_;
-  bool reduced_ = false;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_ = 0;
   bool armed_ = false;

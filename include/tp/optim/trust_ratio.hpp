@@ -26,6 +26,7 @@ struct layer_shards {
   };
   std::map<const void*, layer> of;  // by the piece's TensorImpl
   std::int64_t layers = 0;
+  torch::Device device = torch::kCPU;  // where the sums are made (NCCL sums on the GPU)
   std::function<void(torch::Tensor&)> sum;
 };
 
@@ -48,13 +49,13 @@ inline std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> layer_n
   }
   // Squares per layer, x's then y's, summed over the ranks (every rank sums all layers, even
   // those it holds no piece of: the collective is the same everywhere).
-  auto squares = torch::zeros({2 * shards->layers}, torch::kDouble);
+  auto squares = torch::zeros({2 * shards->layers}, torch::TensorOptions(torch::kDouble).device(shards->device));
   std::vector<std::int64_t> at;
   for (std::size_t i = 0; i < xs.size(); ++i) {
     const auto layer = shards->of.at(xs[i].unsafeGetTensorImpl()).index;
     at.push_back(layer);
-    squares[layer] += xs[i].to(torch::kDouble).pow(2).sum().cpu();
-    squares[shards->layers + layer] += ys[i].to(torch::kDouble).pow(2).sum().cpu();
+    squares[layer] += xs[i].to(torch::kDouble).pow(2).sum();
+    squares[shards->layers + layer] += ys[i].to(torch::kDouble).pow(2).sum();
   }
   shards->sum(squares);
   const auto norms = squares.sqrt();

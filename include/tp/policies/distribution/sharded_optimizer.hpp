@@ -191,20 +191,24 @@ class sharded_optimizer {
   template <class MakeWhole>
   void consolidate(MakeWhole&& make_whole) {
     const auto bytes = pieces_state_bytes();
-    // The sizes first (gather wants equal tensors), then every rank's bytes, padded.
-    auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())}, torch::kLong);
-    auto sizes = torch::empty({plan_.world}, torch::kLong);
+    // Through the backend's device (NCCL moves only GPU tensors): the sizes first (gather wants
+    // equal tensors), then every rank's bytes, padded.
+    const auto device = parameters_.front().device();
+    auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())}, torch::kLong).to(device);
+    auto sizes = torch::empty({plan_.world}, torch::TensorOptions(torch::kLong).device(device));
     std::vector<std::vector<torch::Tensor>> size_out(1);
     for (int r = 0; r < plan_.world; ++r) size_out[0].push_back(sizes.narrow(0, r, 1));
     std::vector<torch::Tensor> size_in{size};
     run([&] { group_->allgather(size_out, size_in)->wait(); }, "gathering the optimizer shards' sizes");
+    sizes = sizes.cpu();
     const auto largest = sizes.max().item<std::int64_t>();
     auto mine = torch::zeros({largest}, torch::kUInt8);
     std::memcpy(mine.data_ptr(), bytes.data(), bytes.size());
+    mine = mine.to(device);
     std::vector<std::vector<torch::Tensor>> all;  // rank 0's receive buffers (none elsewhere: Gloo wants none)
     if (plan_.rank == 0) {
       all.resize(1);
-      for (int r = 0; r < plan_.world; ++r) all[0].push_back(torch::empty({largest}, torch::kUInt8));
+      for (int r = 0; r < plan_.world; ++r) all[0].push_back(torch::empty({largest}, torch::TensorOptions(torch::kUInt8).device(device)));
     }
     std::vector<torch::Tensor> in{mine};
     c10d::GatherOptions options;
@@ -212,8 +216,10 @@ class sharded_optimizer {
     run([&] { group_->gather(all, in, options)->wait(); }, "gathering the optimizer shards onto rank 0 for a checkpoint");
     if (plan_.rank != 0) return;
     std::vector<std::string> per_rank;
-    for (int r = 0; r < plan_.world; ++r)
-      per_rank.emplace_back(static_cast<const char*>(all[0][r].data_ptr()), static_cast<std::size_t>(sizes[r].item<std::int64_t>()));
+    for (int r = 0; r < plan_.world; ++r) {
+      const auto received = all[0][r].cpu();
+      per_rank.emplace_back(static_cast<const char*>(received.data_ptr()), static_cast<std::size_t>(sizes[r].item<std::int64_t>()));
+    }
     whole_.emplace(assemble(make_whole(), per_rank));
   }
 
@@ -278,6 +284,7 @@ class sharded_optimizer {
   optim::detail::layer_shards layers() {
     optim::detail::layer_shards shards;
     shards.layers = static_cast<std::int64_t>(parameters_.size());
+    shards.device = parameters_.front().device();
     for (std::size_t i = 0; i < pieces_.size(); ++i) {
       const auto index = plan_.pieces[i].parameter;
       shards.of[pieces_[i].unsafeGetTensorImpl()] = {static_cast<std::int64_t>(index), parameters_[index].dim()};
