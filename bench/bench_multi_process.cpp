@@ -66,14 +66,6 @@ auto desc(std::int64_t width, std::int64_t layers, bool adam = false) {
       });
 }
 
-// The bytes of an optimizer's state tensors.
-std::int64_t state_bytes(auto& optimizer) {
-  std::int64_t bytes = 0;
-  for (const auto& [key, state] : tp::detail::torch_optimizer_of(optimizer)->state())
-    for (const auto& [name, v] : tp::detail::state_values::of(*state).values)
-      if (v.isTensor()) bytes += static_cast<std::int64_t>(v.toTensor().nbytes());
-  return bytes;
-}
 
 // tp's reduction of ~25 MB of gradients against c10d's allreduce on a buffer of the same size.
 void allreduce(benchmark::State& state) {
@@ -192,8 +184,8 @@ void sharded_step(benchmark::State& state) {
   state.counters["optimizer_state_over_plain"] = t[1] / t[0];
   state.counters["gradients_over_plain"] = t[2] / t[0];
   state.counters["plain_ms"] = 1000 * t[0] / static_cast<double>(state.iterations());
-  state.counters["plain_state_MB"] = static_cast<double>(state_bytes(plain.optimizer())) / 1e6;
-  state.counters["sharded_state_MB"] = static_cast<double>(state_bytes(stage1.optimizer())) / 1e6;
+  state.counters["plain_state_MB"] = static_cast<double>(tp::detail::state_tensor_bytes(plain.optimizer())) / 1e6;
+  state.counters["sharded_state_MB"] = static_cast<double>(tp::detail::state_tensor_bytes(stage1.optimizer())) / 1e6;
 }
 
 // Fixed iteration counts: both ranks must make the same collectives.

@@ -64,11 +64,7 @@ struct Step {
     if (!state_printed) {  // after the first step: the optimizer state exists
       // The state's tensors alone (what sharding divides; the serialized form adds a fixed overhead).
       std::int64_t bytes = 0;
-      trainer.replicas().for_each_optimizer([&](auto& o) {
-        for (const auto& [key, state] : tp::detail::torch_optimizer_of(o)->state())
-          for (const auto& [name, v] : tp::detail::state_values::of(*state).values)
-            if (v.isTensor()) bytes += static_cast<std::int64_t>(v.toTensor().nbytes());
-      });
+      trainer.replicas().for_each_optimizer([&](auto& o) { bytes += tp::detail::state_tensor_bytes(o); });
       std::printf("optimizer state %lld bytes\n", static_cast<long long>(bytes));
       state_printed = true;
     }

@@ -42,3 +42,15 @@ class AnyOptimizer {
 };
 
 }  // namespace tp::optim
+
+namespace tp::detail {
+
+// The optimizer as LibTorch's base class (through AnyOptimizer's get()), or null.
+template <class Optimizer>
+torch::optim::Optimizer* torch_optimizer_of(Optimizer& optimizer) {
+  if constexpr (std::derived_from<Optimizer, torch::optim::Optimizer>) return &optimizer;
+  else if constexpr (requires { { optimizer.get() } -> std::convertible_to<torch::optim::Optimizer&>; }) return &optimizer.get();
+  else return nullptr;
+}
+
+}  // namespace tp::detail

@@ -50,6 +50,7 @@
 #include <tp/detail/python_pickle.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/precision.hpp>
+#include <tp/optim/any_optimizer.hpp>
 #include <tp/optim/torch_optim_state.hpp>
 #include <tp/state_dict.hpp>
 #include <tp/trainer/loop_position.hpp>
@@ -73,7 +74,7 @@ struct trainer_state {
     all.insert("state_dict", state_dict_of(*t.model_module()));
     c10::impl::GenericList optimizers(c10::AnyType::get());
     for_each_kept_optimizer(t, [&](auto& optimizer) {
-      const torch::optim::Optimizer* base = as_torch_optimizer(optimizer);
+      const torch::optim::Optimizer* base = torch_optimizer_of(optimizer);
       if (auto in_python = base ? optim::to_torch_optim_state(*base) : std::nullopt) {
         optimizers.push_back(*in_python);
       } else {
@@ -152,7 +153,7 @@ struct trainer_state {
           const auto archive_data = own_archive->tensor().contiguous();
           archive.load_from(static_cast<const char*>(archive_data.data_ptr()), static_cast<std::size_t>(archive_data.numel()));
           load_one_optimizer(optimizer, archive, at);
-        } else if (torch::optim::Optimizer* base = as_torch_optimizer(optimizer)) {
+        } else if (torch::optim::Optimizer* base = torch_optimizer_of(optimizer)) {
           optim::load_torch_optim_state(*base, one, "optimizer " + std::to_string(index));
         } else {
           throw checkpoint_error("the checkpoint's optimizer " + std::to_string(index) +
@@ -367,13 +368,6 @@ struct trainer_state {
     }
   }
 
-  // The optimizer as LibTorch's base class (through AnyOptimizer's get()), or null.
-  template <class Optimizer>
-  static torch::optim::Optimizer* as_torch_optimizer(Optimizer& optimizer) {
-    if constexpr (std::derived_from<Optimizer, torch::optim::Optimizer>) return &optimizer;
-    else if constexpr (requires { { optimizer.get() } -> std::convertible_to<torch::optim::Optimizer&>; }) return &optimizer.get();
-    else return nullptr;
-  }
 
   // Runs load(); if it throws, the trainer gets back its model, optimizers, loop position and
   // CPU generator as they were (saved here first), so that a checkpoint that does not fit never

@@ -269,7 +269,6 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     std::int64_t stop_collectives() const noexcept { return stop_collectives_; }
     // The sharded optimizer's all-gathers of updated weights so far (one per bucket per step).
     std::int64_t shard_gathers() const noexcept { return sharded_ ? sharded_->gathers() : 0; }
-    sharding sharded() const noexcept { return sharding_; }
     // What the model summary's optimizer line adds: whose state it is, when sharded.
     std::string state_share() const {
       if (!sharded_) return {};
@@ -309,7 +308,6 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     // Sums values across the ranks, in place.
     void sum_across_processes(std::vector<double>& values) {
       if (values.empty()) return;
-      ++other_collectives_;
       auto t = torch::tensor(values, torch::kDouble).to(device_);
       std::vector<torch::Tensor> one{t};
       run(group_->allreduce(one), "summing scalars across ranks");
@@ -461,7 +459,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     int pending_vote_ = 0;      // this rank's stop code, to ride in the next step's collectives
     int agreed_vote_ = 0;       // what the last step's collectives agreed on
     bool vote_carried_ = false;  // whether the last step carried pending_vote_
-    std::int64_t stop_collectives_ = 0, other_collectives_ = 0;
+    std::int64_t stop_collectives_ = 0;
   };
 
   template <class Tower>

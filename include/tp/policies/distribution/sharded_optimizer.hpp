@@ -41,19 +41,12 @@
 #include <tp/detail/collective_group.hpp>
 #include <tp/detail/shard_plan.hpp>
 #include <tp/detail/stop_vote.hpp>
+#include <tp/optim/any_optimizer.hpp>
 #include <tp/optim/checks.hpp>
 #include <tp/optim/lamb.hpp>
 #include <tp/optim/lars.hpp>
 
 namespace tp::detail {
-
-// The optimizer as LibTorch's base class (through AnyOptimizer's get()), or null.
-template <class Optimizer>
-torch::optim::Optimizer* torch_optimizer_of(Optimizer& optimizer) {
-  if constexpr (std::derived_from<Optimizer, torch::optim::Optimizer>) return &optimizer;
-  else if constexpr (requires { { optimizer.get() } -> std::convertible_to<torch::optim::Optimizer&>; }) return &optimizer.get();
-  else return nullptr;
-}
 
 // One parameter state's values by name (OptimizerParamState::serialize's keys).
 struct state_values {
@@ -92,6 +85,17 @@ struct state_values {
     return state;
   }
 };
+
+// The bytes of an optimizer's state tensors (what sharding divides; a serialized state adds a
+// fixed overhead).
+template <class Optimizer>
+std::int64_t state_tensor_bytes(Optimizer& optimizer) {
+  std::int64_t bytes = 0;
+  for (const auto& [key, state] : torch_optimizer_of(optimizer)->state())
+    for (const auto& [name, v] : state_values::of(*state).values)
+      if (v.isTensor()) bytes += static_cast<std::int64_t>(v.toTensor().nbytes());
+  return bytes;
+}
 
 template <class Optimizer>
 class sharded_optimizer {
