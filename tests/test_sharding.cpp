@@ -113,6 +113,26 @@ TEST(Sharding, EachRankHoldsItsShareOfTheOptimizerState) {
   }
 }
 
+// The gradients each rank keeps between steps: every bucket whole, unsharded and in stage 1;
+// in stage 2 its own shard plus the staging pool (one buffer of the largest bucket of several
+// tensors: 65 of the 257 parameters; a bucket of one tensor is staged as its own gradient).
+TEST(Sharding, StageTwoKeepsItsShareOfTheGradients) {
+  TempDir dir("shard_gradient_bytes");
+  auto gradient_bytes = [&](int world, const char* shard) {
+    const auto ranks = run_ranks(world, {"--steps", "3", "--shard", shard, "--out", (dir.path / "w").string()});
+    std::vector<long long> bytes;
+    for (const auto& r : ranks) bytes.push_back(number_after(r.output, "gradient buffers "));
+    return bytes;
+  };
+  const long long whole = 257 * 4, pool = 65 * 4;
+  for (const auto b : gradient_bytes(2, "none")) EXPECT_EQ(b, whole);
+  for (const auto b : gradient_bytes(2, "optimizer")) EXPECT_EQ(b, whole);
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    for (const auto b : gradient_bytes(world, "gradients")) EXPECT_LE(b, whole / world + pool + 2 * 4) << "1/N, the pool, a short shard";
+  }
+}
+
 // The collectives of a step: the gradients' (one per bucket) and the shards' (one all-gather
 // per bucket); the stop agreement rides in them, so it costs a collective of its own only at
 // an epoch's end (20 steps of 5 per epoch: 4).

@@ -20,7 +20,7 @@
 // after K skipped updates" at the end. --ids 1: each rank writes the ids of the examples it
 // trained on (0-255, as text) to FILE.ids.<rank>: the resharding tests count them. --shard:
 // MultiProcess's sharding (tp::sharding); --clip: clip the gradients' global norm. It prints
-// "optimizer state N bytes" after the first step, and at the end "collectives: N to agree on
+// "optimizer state N bytes" and "gradient buffers N bytes" after the first step, and at the end "collectives: N to agree on
 // stopping, N all-gathers of shards". --hidden H: the MLP's hidden width (32); --narrow-rank R:
 // that rank builds it 16 wide (a model that differs between ranks).
 #include <csignal>
@@ -66,6 +66,8 @@ struct Step {
       std::int64_t bytes = 0;
       trainer.replicas().for_each_optimizer([&](auto& o) { bytes += tp::detail::state_tensor_bytes(o); });
       std::printf("optimizer state %lld bytes\n", static_cast<long long>(bytes));
+      if constexpr (requires { trainer.replicas().gradient_bytes(); })
+        std::printf("gradient buffers %lld bytes\n", static_cast<long long>(trainer.replicas().gradient_bytes()));
       state_printed = true;
     }
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));

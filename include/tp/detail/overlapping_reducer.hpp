@@ -17,13 +17,20 @@
 // in that type (half the bytes), and copied back into the fp32 bucket. Either way, begin() zeroes the gradients (the
 // optimizer's zero_grad must not be used: it would detach the views).
 //
-// With reduce_to_owners (tp::sharding::gradients, ZeRO stage 2), a bucket is not all-reduced:
-// each rank's shard of it (detail/shard_plan.hpp) is summed onto that rank alone (one reduce per
-// owner: LibTorch 1.13's Gloo has no reduce_scatter), and the rest of the bucket is zeroed.
+// With reduce_to_owners (tp::sharding::gradients, ZeRO stage 2), no bucket is kept whole. The
+// parameters' .grad are autograd's own; the hook moves each one into its bucket's staging buffer
+// (a copy, or the gradient itself when it is the bucket's only one) and releases it. A full
+// bucket's shards (detail/shard_plan.hpp) are summed each onto its owner (one reduce per owner:
+// LibTorch 1.13's Gloo has no reduce_scatter); once done, the owner keeps its shard's average
+// (owned(k): what its optimizer's pieces step) and the staging buffer goes back to a pool. At
+// most two buckets are in flight (DeepSpeed's double-buffered bucket): a third waits for the
+// oldest. So a rank holds 1/N of the gradients plus a few buckets, not all of them.
 //
 // The step's stop vote (detail/stop_vote.hpp) rides in the last bucket's all-reduce, in a few
 // elements after its gradients: no collective of its own.
+#include <algorithm>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -57,15 +64,21 @@ class overlapping_reducer {
         where_[buckets_[k].parameters[j]] = {k, offset};
         offset += buckets_[k].sizes[j];
       }
+      if (to_owners_) {
+        if (buckets_[k].parameters.size() > 1) pool_numel_ = std::max(pool_numel_, offset);  // a copy: staged in the pool
+        continue;
+      }
       // The last bucket (launched last) carries the stop vote after its gradients.
-      const std::int64_t extra = !to_owners_ && k + 1 == buckets_.size() ? stop_vote::slots : 0;
-      flats_.push_back(torch::zeros({offset + extra}, parameters_[buckets_[k].parameters.front()].options()));
+      const std::int64_t extra = k + 1 == buckets_.size() ? stop_vote::slots : 0;
+      flats_.push_back(torch::zeros({offset + extra}, options(k)));
     }
     pending_.resize(buckets_.size());
     arrived_.resize(parameters_.size());
     works_.resize(buckets_.size());
     wires_.resize(buckets_.size());
-    attach_gradients();
+    staging_.resize(buckets_.size());
+    pooled_.resize(buckets_.size());
+    if (!to_owners_) attach_gradients();
   }
   overlapping_reducer(const overlapping_reducer&) = delete;  // the hooks point at it
   overlapping_reducer& operator=(const overlapping_reducer&) = delete;
@@ -83,9 +96,13 @@ class overlapping_reducer {
   // Call before backward: zeroes the gradients; from here on, accumulated gradients count in.
   // `vote` (a stop code, 0 for none) rides in this step's reduction (not with reduce_to_owners).
   void begin(int vote = 0) {
-    attach_gradients();
-    for (auto& flat : flats_) flat.zero_();
-    if (vote != 0 && !to_owners_) flats_.back()[gradient_numel(buckets_.size() - 1) + stop_vote::slot_of(vote)] = 1;
+    if (to_owners_) {
+      for (auto& p : parameters_) p.mutable_grad().reset();  // autograd makes them afresh
+    } else {
+      attach_gradients();
+      for (auto& flat : flats_) flat.zero_();
+      if (vote != 0) flats_.back()[gradient_numel(buckets_.size() - 1) + stop_vote::slot_of(vote)] = 1;
+    }
     for (std::size_t k = 0; k < buckets_.size(); ++k) pending_[k] = buckets_[k].parameters.size();
     std::fill(arrived_.begin(), arrived_.end(), false);
     next_ = 0;
@@ -104,8 +121,9 @@ class overlapping_reducer {
     if (!overlap_) return reduce_now();
     armed_ = false;
     for (std::size_t i = 0; i < parameters_.size(); ++i)
-      if (!arrived_[i]) {  // backward did not reach it: its slice holds zeros
+      if (!arrived_[i]) {  // backward did not reach it: its slice holds zeros (or earlier micro-batches' sum)
         arrived_[i] = true;
+        if (to_owners_) stage(i);
         if (--pending_[where_[i].bucket] == 0) launch_ready();
       }
     wait_all();
@@ -115,7 +133,12 @@ class overlapping_reducer {
   // after backward).
   void reduce_now() {
     armed_ = false;
-    attach_gradients();
+    if (to_owners_) {
+      for (std::size_t i = 0; i < parameters_.size(); ++i)
+        if (!arrived_[i]) arrived_[i] = true, stage(i);
+    } else {
+      attach_gradients();
+    }
     for (std::size_t k = 0; k < buckets_.size(); ++k) launch(k);
     wait_all();
   }
@@ -124,12 +147,32 @@ class overlapping_reducer {
   // The buckets' parameters (indices into the parameter list) and, after finish(), their
   // averaged gradients, flat (what the sharded optimizer's pieces are views into).
   const std::vector<bucket>& layout() const noexcept { return buckets_; }
-  const torch::Tensor& flat(std::size_t k) const noexcept { return flats_[k]; }
+  const torch::Tensor& flat(std::size_t k) const noexcept { return flats_[k]; }  // not with reduce_to_owners
+  // With reduce_to_owners, after finish(): this rank's shard of bucket k, averaged.
+  const torch::Tensor& owned(std::size_t k) const noexcept { return owned_[k]; }
   std::int64_t gradient_numel(std::size_t k) const noexcept { return where_[buckets_[k].parameters.back()].offset + buckets_[k].sizes.back(); }
   // The stop code the last reduction agreed on (0: none); not with reduce_to_owners.
   int agreed_vote() const { return to_owners_ ? 0 : stop_vote::decode(flats_.back().narrow(0, gradient_numel(buckets_.size() - 1), stop_vote::slots)); }
   // With reduce_to_owners: this rank's shards, once the owners are known.
-  void own(shard_plan plan) { plan_ = std::move(plan); }
+  void own(shard_plan plan) {
+    plan_ = std::move(plan);
+    owned_.clear();
+    for (std::size_t k = 0; k < buckets_.size(); ++k) owned_.push_back(torch::zeros({plan_.range(k, plan_.rank).second}, options(k)));
+  }
+  // The gradient bytes kept between steps: the whole buckets (all-reduce), or this rank's
+  // shards, the pool's spare buffers and any .grad left whole (reduce_to_owners).
+  std::int64_t kept_bytes() const {
+    std::int64_t bytes = 0;
+    if (!to_owners_) {
+      for (std::size_t k = 0; k < flats_.size(); ++k) bytes += gradient_numel(k) * static_cast<std::int64_t>(flats_[k].element_size());
+      return bytes;
+    }
+    for (const auto* kept : {&owned_, &spare_})
+      for (const auto& t : *kept) bytes += static_cast<std::int64_t>(t.nbytes());
+    for (const auto& p : parameters_)
+      if (p.grad().defined()) bytes += static_cast<std::int64_t>(p.grad().nbytes());
+    return bytes;
+  }
 
  private:
   struct accumulated : torch::autograd::FunctionPostHook {
@@ -161,19 +204,62 @@ class overlapping_reducer {
   void arrive(std::size_t i) {
     if (!armed_ || arrived_[i]) return;
     arrived_[i] = true;
+    if (to_owners_) stage(i);
     if (--pending_[where_[i].bucket] == 0) launch_ready();
+  }
+
+  torch::TensorOptions options(std::size_t k) const { return parameters_[buckets_[k].parameters.front()].options().requires_grad(false); }
+
+  // reduce_to_owners: moves parameter i's gradient into its bucket's staging buffer (zeros when
+  // it has none) and releases it. A bucket of one contiguous gradient is staged as that gradient
+  // itself: no copy, and no second buffer as large as the largest tensor.
+  void stage(std::size_t i) {
+    torch::NoGradGuard no_grad;
+    auto& grad = parameters_[i].mutable_grad();
+    const auto [k, offset] = where_[i];
+    if (buckets_[k].parameters.size() == 1 && grad.defined() && grad.is_contiguous()) {
+      staging_[k] = grad.view(-1);
+    } else {
+      if (!staging_[k].defined()) staging_[k] = take_staging(k);
+      auto slice = staging_[k].narrow(0, offset, parameters_[i].numel());
+      if (grad.defined()) slice.copy_(grad.reshape(-1));
+      else slice.zero_();
+    }
+    grad.reset();
+  }
+  torch::Tensor take_staging(std::size_t k) {
+    const auto numel = gradient_numel(k);
+    if (numel > pool_numel_) return torch::empty({numel}, options(k));
+    if (spare_.empty()) spare_.push_back(torch::empty({pool_numel_}, options(k)));
+    pooled_[k] = std::move(spare_.back());
+    spare_.pop_back();
+    return pooled_[k].narrow(0, 0, numel);
+  }
+  // Bucket k's reduce is done: the owner keeps its average, and the staging goes back.
+  void complete_owned(std::size_t k) {
+    torch::NoGradGuard no_grad;
+    const auto [begin, length] = plan_.range(k, plan_.rank);
+    owned_[k].copy_((compressed(k) ? wires_[k] : staging_[k]).narrow(0, begin, length));
+    if (!compressed(k)) owned_[k].div_(group_->getSize());
+    wires_[k].reset();
+    release_staging(k);
+  }
+  void release_staging(std::size_t k) {
+    staging_[k].reset();
+    if (pooled_[k].defined()) spare_.push_back(std::move(pooled_[k])), pooled_[k].reset();
   }
   // Launches, in order, every bucket whose gradients are all in.
   void launch_ready() {
     while (next_ < buckets_.size() && pending_[next_] == 0) launch(next_++);
   }
-  bool compressed(std::size_t k) const { return wire_ != flats_[k].scalar_type(); }
+  bool compressed(std::size_t k) const { return wire_ != parameters_[buckets_[k].parameters.front()].scalar_type(); }
   void launch(std::size_t k) {
-    torch::Tensor sent = flats_[k];
+    torch::Tensor sent = to_owners_ ? staging_[k] : flats_[k];
     if (compressed(k)) {
       torch::NoGradGuard no_grad;
-      wires_[k] = flats_[k].div(group_->getSize()).to(wire_);  // divided first: the sum stays in range
+      wires_[k] = sent.div(group_->getSize()).to(wire_);  // divided first: the sum stays in range
       sent = wires_[k];
+      if (to_owners_) release_staging(k);  // what is sent is the wire's copy
     }
     ++launched_;
     works_[k].clear();
@@ -194,27 +280,34 @@ class overlapping_reducer {
     } catch (const std::exception& e) {
       throw collective_error("starting the " + what() + " of gradient bucket " + std::to_string(k + 1), e.what());
     }
+    // The buckets done are reaped, and a third one in flight waits for the oldest.
+    in_flight_.push_back(k);
+    while (!in_flight_.empty() && (in_flight_.size() > 2 || done(in_flight_.front()))) {
+      wait(in_flight_.front());
+      complete_owned(in_flight_.front());
+      in_flight_.pop_front();
+    }
+  }
+  bool done(std::size_t k) const {
+    return std::all_of(works_[k].begin(), works_[k].end(), [](const auto& work) { return work->isCompleted(); });
+  }
+  void wait(std::size_t k) {
+    try {
+      for (auto& work : works_[k]) work->wait();
+    } catch (const std::exception& e) {
+      throw collective_error("the " + what() + " of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
+    }
   }
   void wait_all() {
     torch::NoGradGuard no_grad;
+    if (to_owners_) {
+      for (; !in_flight_.empty(); in_flight_.pop_front()) wait(in_flight_.front()), complete_owned(in_flight_.front());
+      return;
+    }
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
-      try {
-        for (auto& work : works_[k]) work->wait();
-      } catch (const std::exception& e) {
-        throw collective_error("the " + what() + " of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
-      }
-      if (!to_owners_) {
-        if (compressed(k)) flats_[k].copy_(wires_[k]);
-        else flats_[k].div_(group_->getSize());
-        continue;
-      }
-      // Only this rank's shard holds a sum: it is averaged; the rest (partial sums) is zeroed.
-      const auto [begin, length] = plan_.range(k, plan_.rank);
-      auto mine = flats_[k].narrow(0, begin, length);
-      if (compressed(k)) mine.copy_(wires_[k].narrow(0, begin, length));
-      else mine.div_(group_->getSize());
-      flats_[k].narrow(0, 0, begin).zero_();
-      flats_[k].narrow(0, begin + length, flats_[k].numel() - begin - length).zero_();
+      wait(k);
+      if (compressed(k)) flats_[k].copy_(wires_[k]);
+      else flats_[k].div_(group_->getSize());
     }
   }
   std::string what() const { return to_owners_ ? "reduce to its owners" : "all-reduce"; }
@@ -229,8 +322,13 @@ class overlapping_reducer {
   std::vector<bucket> buckets_;
   std::vector<place> where_;
   torch::Dtype wire_;
-  std::vector<torch::Tensor> flats_;  // the buckets: the parameters' .grad are views into them
+  std::vector<torch::Tensor> flats_;  // the buckets: the parameters' .grad are views into them (all-reduce)
   std::vector<torch::Tensor> wires_;  // a bucket as sent, when compressed
+  // reduce_to_owners: each bucket's staged gradients while it fills and is reduced, the pool
+  // buffer it borrowed (if any), spare pool buffers, the buckets in flight, this rank's shards.
+  std::vector<torch::Tensor> staging_, pooled_, spare_, owned_;
+  std::int64_t pool_numel_ = 0;
+  std::deque<std::size_t> in_flight_;
   std::vector<std::size_t> pending_;
   std::vector<bool> arrived_;
   std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> works_;  // a bucket's collectives (one, or one per owner)

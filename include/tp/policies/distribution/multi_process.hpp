@@ -138,9 +138,14 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         if (sharding_ != sharding::none) {
           auto plan = detail::make_shard_plan(reducer_->layout(), env_.rank, env_.world_size);
           if (to_owners) reducer_->own(plan);
-          sharded_ = std::make_unique<detail::sharded_optimizer<optimizer_type>>(
-              this->optimizer(), (*model_).parameters(), std::move(plan), reducer_->layout(),
-              [this](std::size_t k) { return reducer_->flat(k); }, group_);
+          // This rank's shard of each bucket's averaged gradients: the reducer's own (stage 2), or
+          // a view into the all-reduced bucket (stage 1).
+          auto shard_gradient = [this, to_owners, plan](std::size_t k) {
+            const auto [begin, length] = plan.range(k, plan.rank);
+            return to_owners ? reducer_->owned(k) : reducer_->flat(k).narrow(0, begin, length);
+          };
+          sharded_ = std::make_unique<detail::sharded_optimizer<optimizer_type>>(this->optimizer(), (*model_).parameters(), std::move(plan),
+                                                                                 reducer_->layout(), shard_gradient, group_);
         }
       }
     }
@@ -164,6 +169,8 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     // them were launched before a step's last micro-batch (none should be).
     std::int64_t gradient_all_reduces() const noexcept { return reducer_->launched(); }
     std::int64_t early_gradient_all_reduces() const noexcept { return early_all_reduces_; }
+    // The gradient bytes this rank keeps between steps (stage 2 keeps its shard only).
+    std::int64_t gradient_bytes() const { return reducer_->kept_bytes(); }
 
     // Every rank starts from rank 0's weights, buffers and optimizer state, once the ranks have
     // checked that they built the same model. (Sharded, each rank keeps its own shard's state:

@@ -3,8 +3,8 @@
 // optimizer, of the user's type, whose parameter groups hold only the pieces of the parameters
 // this rank owns (detail/shard_plan.hpp), as flat views into the parameters. Its state is made
 // at the first step for those pieces only: about 1/N of the unsharded state. Each piece's
-// gradient is a view into the reducer's bucket, so after the reduction the optimizer steps the
-// shard in place, as an elementwise optimizer would step the whole tensor.
+// gradient is a view into the reducer's averaged shard, so after the reduction the optimizer
+// steps the shard in place, as an elementwise optimizer would step the whole tensor.
 //
 // - step_and_gather(): the optimizer's step, then one all-gather per bucket brings every rank's
 //   updated shard to every rank (the stop vote rides in it, detail/stop_vote.hpp, when the
@@ -102,7 +102,7 @@ class sharded_optimizer {
  public:
   // `optimizer`: the user's, over the whole model (no state yet), which it then holds the pieces
   // of (it must outlive this); `parameters`: the model's, in the order the plan indexes them;
-  // `gradient(k)`: bucket k's flat gradients.
+  // `gradient(k)`: this rank's shard of bucket k's averaged gradients, flat.
   sharded_optimizer(Optimizer& optimizer, std::vector<torch::Tensor> parameters, shard_plan plan, std::vector<bucket> layout,
                     const std::function<torch::Tensor(std::size_t)>& gradient, c10::intrusive_ptr<collective_group> group)
       : optimizer_(optimizer),
@@ -127,7 +127,8 @@ class sharded_optimizer {
       const auto& p = parameters_[piece.parameter];
       const auto found = group_of.find(p.unsafeGetTensorImpl());
       auto view = p.detach().view(-1).narrow(0, piece.in_parameter, piece.length);
-      view.mutable_grad() = gradient(piece.bucket).narrow(0, piece.in_bucket, piece.length);
+      const auto shard_begin = plan_.range(piece.bucket, plan_.rank).first;
+      view.mutable_grad() = gradient(piece.bucket).narrow(0, piece.in_bucket - shard_begin, piece.length);
       pieces_.push_back(view);
       if (found != group_of.end()) base.param_groups()[found->second].params().push_back(view);  // else frozen: never stepped
     }
