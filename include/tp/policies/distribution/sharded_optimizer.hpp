@@ -8,7 +8,7 @@
 //
 // - step_and_gather(): the optimizer's step, then one all-gather per bucket brings every rank's
 //   updated shard to every rank (the stop vote rides in it, detail/stop_vote.hpp, when the
-//   gradients do not carry it).
+//   gradients do not carry it); two are in flight at once, packed and unpacked around them.
 // - consolidate(): every rank sends its pieces' state to rank 0, which builds an optimizer over
 //   the whole model holding the whole state (ZeroRedundancyOptimizer.consolidate_state_dict):
 //   what a checkpoint saves, so that it resumes unsharded, on other ranks, or sharded otherwise.
@@ -19,8 +19,10 @@
 // state is elementwise works: a state tensor shaped as its parameter is cut (or joined) with
 // it, any other value (a step count) is kept. LBFGS, whose step is not elementwise, is refused.
 // A failed collective throws collective_error.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -154,38 +156,16 @@ class sharded_optimizer {
     whole_.reset();  // a consolidated state is only good until the next step
     if (step) optimizer_.step();
     torch::NoGradGuard no_grad;
-    int agreed = 0;
+    // Every bucket's all-gather is started as soon as its row is packed, and unpacked in order
+    // while the later ones travel; at most two are in flight (their buffers are a bucket each).
     const std::size_t buckets = layout_.size();
+    std::deque<gather> in_flight;
+    int agreed = 0;
     for (std::size_t k = 0; k < buckets; ++k) {
-      const bool votes = carry_vote && k + 1 == buckets;
-      const auto shard = plan_.shard_numel(k), row = shard + (votes ? stop_vote::slots : 0);
-      const auto& any = parameters_[layout_[k].parameters.front()];
-      auto send = torch::zeros({row}, any.options().requires_grad(false));
-      const auto [mine, length] = plan_.range(k, plan_.rank);
-      for (const auto& piece : plan_.pieces)
-        if (piece.bucket == k) send.narrow(0, piece.in_bucket - mine, piece.length).copy_(pieces_[&piece - plan_.pieces.data()]);
-      if (votes && vote != 0) send[shard + stop_vote::slot_of(vote)] = 1;
-      auto received = torch::empty({plan_.world * row}, send.options());
-      std::vector<std::vector<torch::Tensor>> outputs(1);
-      for (int r = 0; r < plan_.world; ++r) outputs[0].push_back(received.narrow(0, r * row, row));
-      std::vector<torch::Tensor> inputs{send};
-      run([&] { group_->allgather(outputs, inputs)->wait(); },
-          "the all-gather of the updated parameters of bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets));
-      ++gathers_;
-      // Back into the parameters: bucket offset x is in rank x / shard's row, at x % shard.
-      std::int64_t offset = 0;
-      for (std::size_t j = 0; j < layout_[k].parameters.size(); ++j) {
-        auto flat = parameters_[layout_[k].parameters[j]].detach().view(-1);
-        const auto n = layout_[k].sizes[j];
-        for (int r = 0; r < plan_.world; ++r) {
-          const auto [begin, len] = plan_.range(k, r);
-          const auto lo = std::max(begin, offset), hi = std::min(begin + len, offset + n);
-          if (lo < hi) flat.narrow(0, lo - offset, hi - lo).copy_(received.narrow(0, r * row + (lo - begin), hi - lo));
-        }
-        offset += n;
-      }
-      if (votes) agreed = stop_vote::decode(received.view({plan_.world, row}).narrow(1, shard, stop_vote::slots));
+      in_flight.push_back(start_gather(k, carry_vote && k + 1 == buckets, vote));
+      if (in_flight.size() > 2) agreed = std::max(agreed, finish_gather(in_flight.front())), in_flight.pop_front();
     }
+    for (; !in_flight.empty(); in_flight.pop_front()) agreed = std::max(agreed, finish_gather(in_flight.front()));
     return agreed;
   }
   std::int64_t gathers() const noexcept { return gathers_; }
@@ -283,6 +263,53 @@ class sharded_optimizer {
     } catch (const std::exception& e) {
       throw collective_error(what, e.what());
     }
+  }
+
+  // One bucket's all-gather of updated shards: each rank's row is its shard (and, in the last
+  // bucket when the gradients did not carry it, the stop vote's slots after it).
+  struct gather {
+    std::size_t bucket;
+    bool votes;
+    std::int64_t row;
+    torch::Tensor send, received;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  gather start_gather(std::size_t k, bool votes, int vote) {
+    const auto shard = plan_.shard_numel(k);
+    gather g{k, votes, shard + (votes ? stop_vote::slots : 0), {}, {}, {}};
+    const auto& any = parameters_[layout_[k].parameters.front()];
+    g.send = torch::zeros({g.row}, any.options().requires_grad(false));
+    const auto mine = plan_.range(k, plan_.rank).first;
+    for (std::size_t i = 0; i < plan_.pieces.size(); ++i)
+      if (plan_.pieces[i].bucket == k) g.send.narrow(0, plan_.pieces[i].in_bucket - mine, plan_.pieces[i].length).copy_(pieces_[i]);
+    if (votes && vote != 0) g.send[shard + stop_vote::slot_of(vote)] = 1;
+    g.received = torch::empty({plan_.world * g.row}, g.send.options());
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    for (int r = 0; r < plan_.world; ++r) outputs[0].push_back(g.received.narrow(0, r * g.row, g.row));
+    std::vector<torch::Tensor> inputs{g.send};
+    run([&] { g.work = group_->allgather(outputs, inputs); }, "starting the all-gather of the updated parameters of bucket " + std::to_string(k + 1));
+    ++gathers_;
+    return g;
+  }
+  // Waits for it and copies every rank's shard into the parameters; returns the largest stop
+  // code the ranks voted (0 when it carried no vote).
+  int finish_gather(gather& g) {
+    const auto k = g.bucket;
+    run([&] { g.work->wait(); }, "the all-gather of the updated parameters of bucket " + std::to_string(k + 1) + " of " + std::to_string(layout_.size()));
+    // Bucket offset x is in rank x / shard's row, at x % shard.
+    std::int64_t offset = 0;
+    for (std::size_t j = 0; j < layout_[k].parameters.size(); ++j) {
+      auto flat = parameters_[layout_[k].parameters[j]].detach().view(-1);
+      const auto n = layout_[k].sizes[j];
+      for (int r = 0; r < plan_.world; ++r) {
+        const auto [begin, len] = plan_.range(k, r);
+        const auto lo = std::max(begin, offset), hi = std::min(begin + len, offset + n);
+        if (lo < hi) flat.narrow(0, lo - offset, hi - lo).copy_(g.received.narrow(0, r * g.row + (lo - begin), hi - lo));
+      }
+      offset += n;
+    }
+    if (!g.votes) return 0;
+    return stop_vote::decode(g.received.view({plan_.world, g.row}).narrow(1, plan_.shard_numel(k), stop_vote::slots));
   }
 
   // Every piece's layer (its parameter), for LARS and LAMB.
