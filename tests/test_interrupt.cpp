@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <tp/detail/stop_vote.hpp>
+
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -622,4 +624,35 @@ TEST(SignalAndResume, ASecondSigintEndsTheProcessAtOnce) {
   ::close(child.go_on);
   ::close(child.out);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
+}
+
+// The stop vote's reader (detail/stop_vote.hpp): read at once from host memory, or one
+// boundary later (what a GPU's votes get: their copy to the host is not waited for), and
+// whatever is still unread at an epoch's end.
+TEST(StopVoteReader, ReadsAtOnceOrOneBoundaryLaterAndDrainsAtTheEpochsEnd) {
+  namespace sv = tp::detail::stop_vote;
+  auto slots = [](std::initializer_list<int> codes) {
+    auto v = torch::zeros({2, sv::slots});  // two ranks' slots, as gathered
+    int rank = 0;
+    for (int code : codes) {
+      if (code != 0) v[rank][sv::slot_of(code)] = 1;
+      ++rank;
+    }
+    return v;
+  };
+  sv::reader now(false), later(true);
+  for (auto* r : {&now, &later}) r->post(slots({0, 0}));
+  EXPECT_EQ(now.at_boundary(), 0);
+  EXPECT_EQ(later.at_boundary(), 0) << "nothing read yet";
+  for (auto* r : {&now, &later}) r->post(slots({1, 1000 + 15}));
+  EXPECT_EQ(now.at_boundary(), 1000 + 15) << "the largest code, at once";
+  EXPECT_EQ(later.at_boundary(), 0) << "the step before's votes";
+  for (auto* r : {&now, &later}) r->post(slots({2, 0}));
+  EXPECT_EQ(now.at_boundary(), 2);
+  EXPECT_EQ(later.at_boundary(), 1000 + 15) << "one boundary later";
+  EXPECT_EQ(now.drain(), 0);
+  EXPECT_EQ(later.drain(), 2) << "the epoch's end reads what is left";
+  EXPECT_EQ(later.drain(), 0);
+  later.post(slots({0, 1}));
+  EXPECT_EQ(later.at_boundary(), 0);
 }

@@ -151,8 +151,9 @@ class overlapping_reducer {
   // With reduce_to_owners, after finish(): this rank's shard of bucket k, averaged.
   const torch::Tensor& owned(std::size_t k) const noexcept { return owned_[k]; }
   std::int64_t gradient_numel(std::size_t k) const noexcept { return where_[buckets_[k].parameters.back()].offset + buckets_[k].sizes.back(); }
-  // The stop code the last reduction agreed on (0: none); not with reduce_to_owners.
-  int agreed_vote() const { return to_owners_ ? 0 : stop_vote::decode(flats_.back().narrow(0, gradient_numel(buckets_.size() - 1), stop_vote::slots)); }
+  // The stop vote's slots as the last reduction summed them (stop_vote::decode); not with
+  // reduce_to_owners.
+  torch::Tensor vote_slots() const { return flats_.back().narrow(0, gradient_numel(buckets_.size() - 1), stop_vote::slots); }
   // With reduce_to_owners: this rank's shards, once the owners are known.
   void own(shard_plan plan) {
     plan_ = std::move(plan);

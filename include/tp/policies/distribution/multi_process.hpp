@@ -125,7 +125,8 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
           timeout_(options.timeout_),
           device_(Backend::device(env_)),
           sharding_(options.sharding_),
-          model_((connect(), tower.make_model())) {
+          model_((connect(), tower.make_model())),
+          votes_(device_.is_cuda()) {
       (*model_).to(device_);
       (*model_).train();
       this->add_optimizer(tower, model_);
@@ -184,6 +185,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       if constexpr (detail::replicas_base<Tower>::has_optimizer)
         if (!sharded_) broadcast_optimizer(this->optimizer());
       pending_vote_ = 0, vote_carried_ = false;
+      (void)votes_.drain();
     }
 
     template <class Input>
@@ -215,7 +217,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         fail("the gradient all-reduce during backward", e);
       }
       ++steps_;
-      if (sharding_ != sharding::gradients) vote_carried_ = true, agreed_vote_ = reducer_->agreed_vote();
+      if (sharding_ != sharding::gradients) vote_carried_ = true, votes_.post(reducer_->vote_slots());
       if (!sharded_) {
         // The reduced gradients are the same on every rank, so the loss scaler's inf check and
         // gradient processing take the same decision everywhere.
@@ -235,13 +237,13 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       }
       TP_PHASE("tp::optimizer_step");
       const bool carry_vote = sharding_ == sharding::gradients;  // else the all-reduce carried it
-      int agreed = 0;
+      torch::Tensor votes;
       try {
-        agreed = sharded_->step_and_gather(update, carry_vote, pending_vote_);
+        votes = sharded_->step_and_gather(update, carry_vote, pending_vote_);
       } catch (const detail::collective_error& e) {
         fail(e.operation, e);
       }
-      if (carry_vote) vote_carried_ = true, agreed_vote_ = agreed;
+      if (carry_vote) vote_carried_ = true, votes_.post(votes);
       return cost;
     }
 
@@ -265,12 +267,12 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     // a step that reduced nothing) the ranks agree at once, in a collective of its own.
     int agree_on_stop(int mine, bool at_epoch_end) {
       if (at_epoch_end || !vote_carried_) {
-        const int agreed = agree_now(std::max(mine, pending_vote_));
+        const int agreed = agree_now(std::max({mine, pending_vote_, votes_.drain()}));
         pending_vote_ = 0, vote_carried_ = false;
         return agreed;
       }
       pending_vote_ = mine, vote_carried_ = false;
-      return agreed_vote_;
+      return votes_.at_boundary();
     }
     // Collectives made for the stop agreement alone (one per epoch end, none per step).
     std::int64_t stop_collectives() const noexcept { return stop_collectives_; }
@@ -464,9 +466,9 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     bool broken_ = false;
     std::unique_ptr<detail::sharded_optimizer<optimizer_type>> sharded_;  // with .shard(): holds pieces of optimizer()
     int pending_vote_ = 0;      // this rank's stop code, to ride in the next step's collectives
-    int agreed_vote_ = 0;       // what the last step's collectives agreed on
     bool vote_carried_ = false;  // whether the last step carried pending_vote_
     std::int64_t stop_collectives_ = 0;
+    detail::stop_vote::reader votes_;  // what the steps' collectives agreed on, read without waiting for a device
   };
 
   template <class Tower>

@@ -151,8 +151,8 @@ class sharded_optimizer {
 
   // Steps this rank's shard, then gathers every rank's into every parameter. With carry_vote
   // (when the gradients' reduction did not carry it), `vote` (a stop code) rides in the last
-  // bucket's all-gather and the largest code of all ranks is returned.
-  int step_and_gather(bool step, bool carry_vote, int vote) {
+  // bucket's all-gather, whose vote slots of all ranks are returned (stop_vote::decode).
+  torch::Tensor step_and_gather(bool step, bool carry_vote, int vote) {
     whole_.reset();  // a consolidated state is only good until the next step
     if (step) optimizer_.step();
     torch::NoGradGuard no_grad;
@@ -160,13 +160,17 @@ class sharded_optimizer {
     // while the later ones travel; at most two are in flight (their buffers are a bucket each).
     const std::size_t buckets = layout_.size();
     std::deque<gather> in_flight;
-    int agreed = 0;
+    torch::Tensor votes;
+    auto finish_oldest = [&] {
+      if (auto v = finish_gather(in_flight.front()); v.defined()) votes = v;
+      in_flight.pop_front();
+    };
     for (std::size_t k = 0; k < buckets; ++k) {
       in_flight.push_back(start_gather(k, carry_vote && k + 1 == buckets, vote));
-      if (in_flight.size() > 2) agreed = std::max(agreed, finish_gather(in_flight.front())), in_flight.pop_front();
+      if (in_flight.size() > 2) finish_oldest();
     }
-    for (; !in_flight.empty(); in_flight.pop_front()) agreed = std::max(agreed, finish_gather(in_flight.front()));
-    return agreed;
+    while (!in_flight.empty()) finish_oldest();
+    return votes;
   }
   std::int64_t gathers() const noexcept { return gathers_; }
 
@@ -291,9 +295,9 @@ class sharded_optimizer {
     ++gathers_;
     return g;
   }
-  // Waits for it and copies every rank's shard into the parameters; returns the largest stop
-  // code the ranks voted (0 when it carried no vote).
-  int finish_gather(gather& g) {
+  // Waits for it and copies every rank's shard into the parameters; returns the ranks' vote
+  // slots (none when it carried no vote).
+  torch::Tensor finish_gather(gather& g) {
     const auto k = g.bucket;
     run([&] { g.work->wait(); }, "the all-gather of the updated parameters of bucket " + std::to_string(k + 1) + " of " + std::to_string(layout_.size()));
     // Bucket offset x is in rank x / shard's row, at x % shard.
@@ -308,8 +312,8 @@ class sharded_optimizer {
       }
       offset += n;
     }
-    if (!g.votes) return 0;
-    return stop_vote::decode(g.received.view({plan_.world, g.row}).narrow(1, plan_.shard_numel(k), stop_vote::slots));
+    if (!g.votes) return {};
+    return g.received.view({plan_.world, g.row}).narrow(1, plan_.shard_numel(k), stop_vote::slots);
   }
 
   // Every piece's layer (its parameter), for LARS and LAMB.
