@@ -298,6 +298,7 @@ class overlapping_reducer {
     } catch (const std::exception& e) {
       throw collective_error("the " + what() + " of gradient bucket " + std::to_string(k + 1) + " of " + std::to_string(buckets_.size()), e.what());
     }
+    works_[k].clear();  // a finished work still holds its tensors: staging would outlive the step
   }
   void wait_all() {
     torch::NoGradGuard no_grad;
