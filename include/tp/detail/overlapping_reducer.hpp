@@ -22,9 +22,10 @@
 // (a copy, or the gradient itself when it is the bucket's only one) and releases it. A full
 // bucket's shards (detail/shard_plan.hpp) are summed each onto its owner (one reduce per owner:
 // LibTorch 1.13's Gloo has no reduce_scatter); once done, the owner keeps its shard's average
-// (owned(k): what its optimizer's pieces step) and the staging buffer goes back to a pool. At
-// most two buckets are in flight (DeepSpeed's double-buffered bucket): a third waits for the
-// oldest. So a rank holds 1/N of the gradients plus a few buckets, not all of them.
+// (owned(k): what its optimizer's pieces step) and the staging buffer goes back to a pool. The
+// buckets in flight are bounded (64 MiB, or two buckets: DeepSpeed's double-buffered bucket);
+// past it, backward waits for the oldest. So a rank holds 1/N of the gradients plus what is
+// in flight, not all of them.
 //
 // The step's stop vote (detail/stop_vote.hpp) rides in the last bucket's all-reduce, in a few
 // elements after its gradients: no collective of its own.
@@ -281,14 +282,21 @@ class overlapping_reducer {
     } catch (const std::exception& e) {
       throw collective_error("starting the " + what() + " of gradient bucket " + std::to_string(k + 1), e.what());
     }
-    // The buckets done are reaped, and a third one in flight waits for the oldest.
+    // The buckets done are reaped; past the bound, the oldest is waited for.
     in_flight_.push_back(k);
-    while (!in_flight_.empty() && (in_flight_.size() > 2 || done(in_flight_.front()))) {
+    in_flight_bytes_ += bucket_bytes(k);
+    while (!in_flight_.empty() && (too_much_in_flight() || done(in_flight_.front()))) {
       wait(in_flight_.front());
       complete_owned(in_flight_.front());
+      in_flight_bytes_ -= bucket_bytes(in_flight_.front());
       in_flight_.pop_front();
     }
   }
+  std::int64_t bucket_bytes(std::size_t k) const { return gradient_numel(k) * static_cast<std::int64_t>(c10::elementSize(options(k).dtype().toScalarType())); }
+  // Staged buckets in flight: up to 64 MiB, or two buckets when they are larger. Waiting for a
+  // reduction stalls backward (a third of a 1 MB-bucket step, bench_multi_process), so the
+  // bound is a budget of memory rather than a count of buckets.
+  bool too_much_in_flight() const { return in_flight_.size() > 2 && in_flight_bytes_ > (std::int64_t{64} << 20); }
   bool done(std::size_t k) const {
     return std::all_of(works_[k].begin(), works_[k].end(), [](const auto& work) { return work->isCompleted(); });
   }
@@ -304,6 +312,7 @@ class overlapping_reducer {
     torch::NoGradGuard no_grad;
     if (to_owners_) {
       for (; !in_flight_.empty(); in_flight_.pop_front()) wait(in_flight_.front()), complete_owned(in_flight_.front());
+      in_flight_bytes_ = 0;
       return;
     }
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
@@ -331,6 +340,7 @@ class overlapping_reducer {
   std::vector<torch::Tensor> staging_, pooled_, spare_, owned_;
   std::int64_t pool_numel_ = 0;
   std::deque<std::size_t> in_flight_;
+  std::int64_t in_flight_bytes_ = 0;
   std::vector<std::size_t> pending_;
   std::vector<bool> arrived_;
   std::vector<std::vector<c10::intrusive_ptr<c10d::Work>>> works_;  // a bucket's collectives (one, or one per owner)
