@@ -18,15 +18,16 @@
 //   slow link; bf16 on NCCL, and on Gloo from LibTorch 2.x), averaged back into fp32.
 // - A stop requested on any rank (request_stop, EarlyStopping, a stop signal, the time budget)
 //   is agreed by all: after a step, through a vote that rides in the next step's own collective
-//   (so the ranks stop together one step after the request, with no collective of its own); at
-//   an epoch's end, at once. Only rank 0 runs chief-only callbacks (the file writers, so the
+//   (so the ranks stop together one step after the request, two on a GPU, whose votes are read
+//   a boundary later rather than waited for; no collective of its own); at an epoch's end, at once. Only rank 0 runs chief-only callbacks (the file writers, so the
 //   on-stop checkpoint too).
 // - `.shard(tp::sharding::optimizer_state)` (ZeRO stage 1) keeps on each rank the optimizer
 //   state of its shard of every gradient bucket only (about 1/N of it, detail/shard_plan.hpp):
 //   the buckets are all-reduced as above, each rank steps its shard, and one all-gather per
 //   bucket brings the updated weights to every rank. `.shard(tp::sharding::gradients)` (stage 2)
-//   also reduces each shard to its owner only (half an all-reduce's traffic); gradient
-//   processing then sums its norms across the ranks. Checkpoints hold the whole state
+//   also reduces each shard to its owner only (half an all-reduce's traffic) and keeps only its
+//   shard of the gradients (detail/overlapping_reducer.hpp); gradient processing then sums its
+//   norms across the ranks. Checkpoints hold the whole state
 //   (trainer.consolidate_state() gathers it on rank 0), so a sharded run resumes unsharded, on
 //   another number of ranks, or sharded otherwise (policies/distribution/sharded_optimizer.hpp).
 // - At start the ranks check that they built the same model (parameter names and shapes).
@@ -263,8 +264,9 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     // The largest stop code of all ranks (0: none wants to stop): every rank gets the same
     // answer, so that all stop after the same step, for the same reason (see Trainer). After a
     // step (at_epoch_end false) the answer is the vote of the boundary before, which rode in
-    // this step's collectives, and `mine` rides in the next step's; at an epoch's end (or after
-    // a step that reduced nothing) the ranks agree at once, in a collective of its own.
+    // this step's collectives (on a GPU, the one before that: stop_vote::reader), and `mine`
+    // rides in the next step's; at an epoch's end (or after a step that reduced nothing) the
+    // ranks agree at once, in a collective of its own, on every vote not read yet too.
     int agree_on_stop(int mine, bool at_epoch_end) {
       if (at_epoch_end || !vote_carried_) {
         const int agreed = agree_now(std::max({mine, pending_vote_, votes_.drain()}));
