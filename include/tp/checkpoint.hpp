@@ -187,11 +187,14 @@ inline checkpoint_info read_checkpoint_info(const std::filesystem::path& path) {
   return *info;
 }
 
-// The bytes a checkpoint's state is read from, checked whole (size and checksum): the LibTorch
-// archive after a version 1 header, the whole file of version 2. Throws checkpoint_error saying
-// what is wrong.
-inline std::string read_checkpoint_payload(const std::filesystem::path& path) {
-  const auto info = read_checkpoint_info(path);
+namespace detail {
+// A checkpoint file read once: what its header or trailer says, and its payload.
+struct checked_checkpoint {
+  checkpoint_info info;
+  std::string payload;
+};
+inline checked_checkpoint read_checked_checkpoint(const std::filesystem::path& path) {
+  auto info = read_checkpoint_info(path);
   std::error_code ec;
   const auto file_size = std::filesystem::file_size(path, ec);
   const auto start = info.file_version == 1 ? detail::checkpoint_header_bytes : 0;
@@ -205,8 +208,14 @@ inline std::string read_checkpoint_payload(const std::filesystem::path& path) {
   if (in.gcount() != static_cast<std::streamsize>(payload.size())) detail::bad_checkpoint(path, "could not be read whole");
   if (detail::crc32c(payload.data(), info.payload_bytes) != info.payload_crc32c)
     detail::bad_checkpoint(path, "is corrupt: its checksum does not match its content");
-  return payload;
+  return {std::move(info), std::move(payload)};
 }
+}  // namespace detail
+
+// The bytes a checkpoint's state is read from, checked whole (size and checksum): the LibTorch
+// archive after a version 1 header, the whole file of version 2. Throws checkpoint_error saying
+// what is wrong.
+inline std::string read_checkpoint_payload(const std::filesystem::path& path) { return detail::read_checked_checkpoint(path).payload; }
 
 // The checkpoints (model-<step>.ckpt) in a folder, oldest step first. Files are not opened.
 inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& folder) {
@@ -232,9 +241,11 @@ checkpoint_info save_checkpoint(Trainer& trainer, const std::filesystem::path& p
 
 namespace detail {
 template <class Trainer>
-void load_checkpoint_payload(Trainer& trainer, const std::filesystem::path& path, const std::string& payload) {
+void load_checked_checkpoint(Trainer& trainer, const checked_checkpoint& checked) {
+  const auto& path = checked.info.path;
+  const auto& payload = checked.payload;
   try {
-    if (read_checkpoint_info(path).file_version == 1) {
+    if (checked.info.file_version == 1) {
       torch::serialize::InputArchive archive;
       archive.load_from(payload.data(), payload.size());
       trainer.load_state(archive);
@@ -252,7 +263,7 @@ void load_checkpoint_payload(Trainer& trainer, const std::filesystem::path& path
 // Loads a trainer's whole state from `path`; its next train() goes on from there.
 template <class Trainer>
 void load_checkpoint(Trainer& trainer, const std::filesystem::path& path) {
-  detail::load_checkpoint_payload(trainer, path, read_checkpoint_payload(path));
+  detail::load_checked_checkpoint(trainer, detail::read_checked_checkpoint(path));
 }
 
 // Loads the newest whole checkpoint in `folder` into the trainer, and returns it (nothing if
@@ -266,9 +277,9 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
   auto found = list_checkpoints(folder);
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
     const auto& path = it->second;
-    std::string payload;
+    detail::checked_checkpoint checked;
     try {
-      payload = read_checkpoint_payload(path);
+      checked = detail::read_checked_checkpoint(path);
     } catch (const checkpoint_error& e) {
       log << e.what() << "; ";
       if (trainer.is_chief()) {
@@ -279,8 +290,8 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
       log << (std::next(it) == found.rend() ? "no older checkpoint: training starts afresh\n" : "trying the one before it\n");
       continue;
     }
-    detail::load_checkpoint_payload(trainer, path, payload);
-    return read_checkpoint_info(path);
+    detail::load_checked_checkpoint(trainer, checked);
+    return checked.info;
   }
   return std::nullopt;
 }
@@ -288,10 +299,10 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
 // A checkpoint's model weights by name, without a module to load them into (tp-export writes
 // them as a state_dict file).
 inline std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path) {
-  const auto payload = read_checkpoint_payload(path);
+  const auto [info, payload] = detail::read_checked_checkpoint(path);
   std::vector<std::pair<std::string, torch::Tensor>> weights;
   try {
-    if (read_checkpoint_info(path).file_version == 2) {
+    if (info.file_version == 2) {
       const auto content = detail::read_torch_save(payload, path.string());
       const std::string source = path.string();  // named: g++ 14 takes a reference returned next to a temporary for a dangling one
       const auto& saved = detail::state_dict_in(content, source);
@@ -319,9 +330,9 @@ inline std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(con
 // Loads only the model from a checkpoint (for inference): its parameters and buffers, checked
 // by name, shape and type.
 inline void load_model(const std::filesystem::path& path, torch::nn::Module& module) {
-  const auto payload = read_checkpoint_payload(path);
+  const auto [info, payload] = detail::read_checked_checkpoint(path);
   try {
-    if (read_checkpoint_info(path).file_version == 2) {
+    if (info.file_version == 2) {
       load_state_dict(module, detail::read_torch_save(payload, path.string()), StateDictOptions(), path.string());
       return;
     }

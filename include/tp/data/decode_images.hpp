@@ -192,7 +192,7 @@ class decoded_view : public ranges::view_base {
         if (started_) ++it_;
         started_ = true;
         if (it_ == ranges::default_sentinel) break;
-        chunk_ = *it_;  // a copy: tensors and strings by reference count, not their bytes
+        chunk_ = it_.take();
         at_ = 0;
       }
       at_end_ = true;

@@ -145,6 +145,9 @@ class parallel_mapped_view : public ranges::view_base {
       advance();
     }
     const value_type& operator*() const { return *current_; }
+    // The current value, moved out (for a consumer that keeps it: no copy); *it is then empty
+    // until the next ++.
+    value_type take() { return std::move(*current_); }
     iterator& operator++() {
       advance();
       return *this;

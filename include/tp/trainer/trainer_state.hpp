@@ -311,7 +311,7 @@ struct trainer_state {
   }
 
   static void load_optimizers(Trainer& t, torch::serialize::InputArchive& archive, bool whole = true) {
-    std::int64_t count = 0;
+    std::int64_t count = 0;  // optimizers loaded
     const auto saved_count = read_int(archive, "optimizer/count");
     auto load = [&](auto& optimizer, std::int64_t index) {
       ++count;
@@ -324,7 +324,8 @@ struct trainer_state {
     if (whole) {
       load_kept_optimizers(t, load);
     } else {  // this process's own optimizers, as they step (all_or_nothing's copy)
-      t.replicas_.for_each_optimizer([&](auto& optimizer) { load(optimizer, optimizers_are_copies ? 0 : count); });
+      std::int64_t next = 0;
+      t.replicas_.for_each_optimizer([&](auto& optimizer) { load(optimizer, optimizers_are_copies ? 0 : next++); });
     }
     if (!optimizers_are_copies && count != saved_count)
       throw checkpoint_error("the checkpoint holds " + std::to_string(saved_count) + " optimizers but this trainer has " + std::to_string(count));
