@@ -285,14 +285,19 @@ class overlapping_reducer {
     // The buckets done are reaped; past the bound, the oldest is waited for.
     in_flight_.push_back(k);
     in_flight_bytes_ += bucket_bytes(k);
-    while (!in_flight_.empty() && (too_much_in_flight() || done(in_flight_.front()))) {
-      wait(in_flight_.front());
-      complete_owned(in_flight_.front());
-      in_flight_bytes_ -= bucket_bytes(in_flight_.front());
-      in_flight_.pop_front();
-    }
+    while (!in_flight_.empty() && (too_much_in_flight() || done(in_flight_.front()))) retire_oldest();
   }
-  std::int64_t bucket_bytes(std::size_t k) const { return gradient_numel(k) * static_cast<std::int64_t>(c10::elementSize(options(k).dtype().toScalarType())); }
+  // reduce_to_owners: waits for the oldest bucket in flight and keeps this rank's shard of it.
+  void retire_oldest() {
+    const auto k = in_flight_.front();
+    wait(k);
+    complete_owned(k);
+    in_flight_bytes_ -= bucket_bytes(k);
+    in_flight_.pop_front();
+  }
+  std::int64_t bucket_bytes(std::size_t k) const {
+    return gradient_numel(k) * static_cast<std::int64_t>(parameters_[buckets_[k].parameters.front()].element_size());
+  }
   // Staged buckets in flight: up to 64 MiB, or two buckets when they are larger. Waiting for a
   // reduction stalls backward (a third of a 1 MB-bucket step, bench_multi_process), so the
   // bound is a budget of memory rather than a count of buckets.
@@ -311,8 +316,7 @@ class overlapping_reducer {
   void wait_all() {
     torch::NoGradGuard no_grad;
     if (to_owners_) {
-      for (; !in_flight_.empty(); in_flight_.pop_front()) wait(in_flight_.front()), complete_owned(in_flight_.front());
-      in_flight_bytes_ = 0;
+      while (!in_flight_.empty()) retire_oldest();
       return;
     }
     for (std::size_t k = 0; k < buckets_.size(); ++k) {

@@ -19,17 +19,17 @@
 // - A stop requested on any rank (request_stop, EarlyStopping, a stop signal, the time budget)
 //   is agreed by all: after a step, through a vote that rides in the next step's own collective
 //   (so the ranks stop together one step after the request, two on a GPU, whose votes are read
-//   a boundary later rather than waited for; no collective of its own); at an epoch's end, at once. Only rank 0 runs chief-only callbacks (the file writers, so the
-//   on-stop checkpoint too).
+//   a boundary later rather than waited for; no collective of its own); at an epoch's end, at
+//   once. Only rank 0 runs chief-only callbacks (the file writers, so the on-stop checkpoint too).
 // - `.shard(tp::sharding::optimizer_state)` (ZeRO stage 1) keeps on each rank the optimizer
 //   state of its shard of every gradient bucket only (about 1/N of it, detail/shard_plan.hpp):
 //   the buckets are all-reduced as above, each rank steps its shard, and one all-gather per
 //   bucket brings the updated weights to every rank. `.shard(tp::sharding::gradients)` (stage 2)
 //   also reduces each shard to its owner only (half an all-reduce's traffic) and keeps only its
 //   shard of the gradients (detail/overlapping_reducer.hpp); gradient processing then sums its
-//   norms across the ranks. Checkpoints hold the whole state
-//   (trainer.consolidate_state() gathers it on rank 0), so a sharded run resumes unsharded, on
-//   another number of ranks, or sharded otherwise (policies/distribution/sharded_optimizer.hpp).
+//   norms across the ranks. Checkpoints hold the whole state (trainer.consolidate_state()
+//   gathers it on rank 0), so a sharded run resumes unsharded, on another number of ranks, or
+//   sharded otherwise (policies/distribution/sharded_optimizer.hpp).
 // - At start the ranks check that they built the same model (parameter names and shapes).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
 //   default) throws on the other ranks with a message that names the ranks that did not answer.
