@@ -1,5 +1,6 @@
-# Installs tp into a scratch prefix, then configures, builds and runs an outside project that
-# finds it with find_package(tp).
+# Installs tp from the suite's own build folder (BUILD_DIR: its tools are built already) into a
+# scratch prefix, then configures, builds and runs an outside project that finds it with
+# find_package(tp).
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 function(run)
@@ -8,10 +9,7 @@ function(run)
     message(FATAL_ERROR "failed: ${ARGN}\n${out}")
   endif()
 endfunction()
-run(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/tp" -G "${GENERATOR}" -DCMAKE_INSTALL_PREFIX=${prefix}
-    -DTP_BUILD_TESTS=OFF -DTP_BUILD_EXAMPLES=OFF -DTP_BUILD_BENCH=OFF)
-run(${CMAKE_COMMAND} --build "${WORK_DIR}/tp")  # tp-run, the launcher, and tp-export
-run(${CMAKE_COMMAND} --install "${WORK_DIR}/tp")
+run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 if(NOT EXISTS "${prefix}/include/tp/trainer.hpp")
   message(FATAL_ERROR "the install did not put the headers in ${prefix}/include")
 endif()
