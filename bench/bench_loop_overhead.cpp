@@ -4,10 +4,21 @@
 // every iteration of one benchmark, in alternating order, and the median over repetitions of
 // tp_time / hand_time is reported (target: <= 1.01). The separate benchmarks give the absolute
 // times.
+//
+// `bench_loop_overhead --only tp|hand` runs just one loop, 500 steps after a warm-up, and marks
+// them for callgrind (bench/loop_instructions.sh): instructions do not move with the machine's
+// load, so their ratio says whether tp's loop does more work than the hand-written one.
 #include <benchmark/benchmark.h>
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
@@ -131,10 +142,28 @@ class MedianCollector : public benchmark::ConsoleReporter {
   double paired_ratio = 0;
 };
 
+// --only tp|hand: one loop, its steps after the warm-up marked for callgrind.
+int run_only(const char* which) {
+  const bool tp_loop = std::strcmp(which, "tp") == 0;
+  if (!tp_loop && std::strcmp(which, "hand") != 0) {
+    std::cerr << "bench_loop_overhead: --only takes tp or hand, not '" << which << "'\n";
+    return 2;
+  }
+  HandWritten hand;
+  auto trainer = trainer_with_noops(std::make_integer_sequence<int, 16>{});
+  auto run = [&] { tp_loop ? (void)trainer.train() : hand.run(); };
+  for (int i = 0; i < 3; ++i) run();  // warm-up: first allocations, LibTorch's lazy set-up
+  CALLGRIND_START_INSTRUMENTATION;
+  for (int i = 0; i < 5; ++i) run();
+  CALLGRIND_STOP_INSTRUMENTATION;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   torch::set_num_threads(1);  // a tiny step: threads would only add noise
+  if (argc == 3 && std::strcmp(argv[1], "--only") == 0) return run_only(argv[2]);
   std::vector<char*> args(argv, argv + argc);
   std::string interleave = "--benchmark_enable_random_interleaving=true";
   args.push_back(interleave.data());
