@@ -4,9 +4,6 @@ find_dependency(Torch)
 find_dependency(ZLIB)
 find_dependency(PNG)  # TensorBoard images
 find_dependency(range-v3)
-# Boost.Hana is header-only: its own CMake package (Boost 1.70+), not the FindBoost module
-# that CMake 3.30 removed (policy CMP0167).
-find_dependency(Boost 1.71 CONFIG COMPONENTS headers)
 find_dependency(nlohmann_json 3.10)  # stats.json
 # Images from disk (<tp/images.hpp>, the target tp::images): libjpeg-turbo's TurboJPEG and
 # libarchive (tar shards), beside libpng. Optional: tp::tp does not need them.

@@ -9,7 +9,6 @@ packages=(
   libopenblas0-openmp   # without it Debian's LibTorch runs on the reference BLAS, ~20x slower
   libgloo-dev           # c10d's Gloo backend
   librange-v3-dev       # dataflows
-  libboost-dev          # Boost.Hana
   zlib1g-dev            # gzip IDX files
   libpng-dev            # TensorBoard images, PNG decoding
   libturbojpeg0-dev     # JPEG decoding (<tp/images.hpp>)

@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include <range/v3/range/access.hpp>
 #include <torch/types.h>
 
 #include <tp/batch.hpp>

@@ -141,4 +141,15 @@ std::int64_t go_to(Flow& flow, const position& where) {
   return 0;
 }
 
+// What an input's restore(where) does to its dataflow before its next pass: checks that `where`
+// can be carried here, loads the dataflow's state (seeds, pass counts), and makes the next pass
+// go on there. Returns the items the input still skips (go_to). Throws, changing nothing, when
+// `where` cannot be carried.
+template <class Flow>
+std::int64_t restore_flow(Flow& flow, const position& where) {
+  check_movable(flow, where);
+  load_state(flow, where.flow);
+  return go_to(flow, where);
+}
+
 }  // namespace tp::data

@@ -1,31 +1,44 @@
 #pragma once
-// Compile-time selection of the callbacks that have a given hook (a tag of concepts/hooks.hpp),
-// with Boost.Hana. The loop calls only the selected callbacks, in a fold the compiler unrolls: a
-// callback without a hook costs nothing at that hook, and a pack of no-op hooks inlines to
-// nothing.
+// Compile-time selection of the callbacks that have a given hook (a tag of concepts/hooks.hpp).
+// The loop calls only the selected callbacks, in a fold the compiler unrolls: a callback without
+// a hook costs nothing at that hook, and a pack of no-op hooks inlines to nothing.
+//
+// Plain index sequences and folds, not a metaprogramming library: this header is in every
+// trainer's translation unit, and Boost.Hana's headers and algorithms cost each of them compile
+// time (issue 24; bench/README.md, compile_time.sh).
+#include <array>
 #include <cstddef>
-#include <string_view>
-
-#include <boost/hana/at.hpp>
-#include <boost/hana/filter.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/range.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-
-#include <tp/concepts/hooks.hpp>
+#include <type_traits>
+#include <utility>
 
 namespace tp::detail {
 
-namespace hana = boost::hana;
+template <std::size_t I>
+using index_c = std::integral_constant<std::size_t, I>;
 
-// The indices i (as hana::size_t<i>) of the types in Ts... for which pred(hana::type_c<T_i>)
-// is a true IntegralConstant.
-template <class... Ts, class Pred>
-constexpr auto indices_where(Pred pred) {
-  constexpr auto types = hana::tuple_t<Ts...>;
-  constexpr auto all = hana::to_tuple(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(Ts)>));
-  return hana::filter(all, [=](auto i) { return pred(types[i]); });
+// true_indices<Flags...>::type: the positions of the true flags, as a std::index_sequence.
+template <bool... Flags>
+struct true_indices {
+  static constexpr std::size_t count = (std::size_t{Flags} + ... + 0);
+  static constexpr std::array<std::size_t, count> found = [] {
+    constexpr std::array<bool, sizeof...(Flags)> flags{Flags...};
+    std::array<std::size_t, count> out{};
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      if (flags[i]) out[k++] = i;
+    return out;
+  }();
+  template <std::size_t... K>
+  static constexpr auto make(std::index_sequence<K...>) {
+    return std::index_sequence<found[K]...>{};
+  }
+  using type = decltype(make(std::make_index_sequence<count>{}));
+};
+
+// f(index_c<I>{}) for each I of the sequence, in order.
+template <std::size_t... I, class F>
+constexpr void for_each_index(std::index_sequence<I...>, F&& f) {
+  (f(index_c<I>{}), ...);
 }
 
 }  // namespace tp::detail

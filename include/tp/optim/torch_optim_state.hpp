@@ -114,6 +114,13 @@ class py_fields {
   std::string kind_;
 };
 
+// Python's forms of two values several families keep: betas as a tuple, and the step count as
+// the float tensor torch.optim stores.
+inline c10::IValue python_betas(const std::tuple<double, double>& betas) {
+  return c10::ivalue::Tuple::create(std::get<0>(betas), std::get<1>(betas));
+}
+inline torch::Tensor python_step(std::int64_t step) { return torch::tensor(static_cast<float>(step)); }
+
 // One optimizer family: its name in torch.optim, its group keys and its per-parameter state.
 struct sgd_family {
   using options = torch::optim::SGDOptions;
@@ -143,14 +150,14 @@ struct adam_like_family {
   using state = State;
   static constexpr const char* name = Name;
   static void write(dict& g, const options& o) {
-    g.insert("lr", o.lr()), g.insert("betas", c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
+    g.insert("lr", o.lr()), g.insert("betas", python_betas(o.betas()));
     g.insert("eps", o.eps()), g.insert("weight_decay", o.weight_decay()), g.insert("amsgrad", o.amsgrad()), g.insert("maximize", false);
   }
   static void read(const py_fields& g, options& o) {
     o.lr(g.real("lr")).betas(g.pair("betas")).eps(g.real("eps")).weight_decay(g.real("weight_decay")).amsgrad(g.boolean("amsgrad"));
   }
   static void write(dict& s, const state& st) {
-    s.insert("step", torch::tensor(static_cast<float>(st.step())));
+    s.insert("step", python_step(st.step()));
     s.insert("exp_avg", st.exp_avg()), s.insert("exp_avg_sq", st.exp_avg_sq());
     if (st.max_exp_avg_sq().defined()) s.insert("max_exp_avg_sq", st.max_exp_avg_sq());
   }
@@ -179,7 +186,7 @@ struct adagrad_family {
     o.lr(g.real("lr")).lr_decay(g.real("lr_decay")).weight_decay(g.real("weight_decay"));
     o.initial_accumulator_value(g.real("initial_accumulator_value")).eps(g.real("eps"));
   }
-  static void write(dict& s, const state& st) { s.insert("step", torch::tensor(static_cast<float>(st.step()))), s.insert("sum", st.sum()); }
+  static void write(dict& s, const state& st) { s.insert("step", python_step(st.step())), s.insert("sum", st.sum()); }
   static std::unique_ptr<state> read(const py_fields& s, const torch::Tensor& p) {
     s.only({"step", "sum"});
     auto st = std::make_unique<state>();
@@ -201,7 +208,7 @@ struct rmsprop_family {
     o.centered(g.boolean("centered"));
   }
   static void write(dict& s, const state& st) {
-    s.insert("step", torch::tensor(static_cast<float>(st.step()))), s.insert("square_avg", st.square_avg());
+    s.insert("step", python_step(st.step())), s.insert("square_avg", st.square_avg());
     if (st.momentum_buffer().defined()) s.insert("momentum_buffer", st.momentum_buffer());
     if (st.grad_avg().defined()) s.insert("grad_avg", st.grad_avg());
   }
@@ -220,14 +227,14 @@ struct nadam_family {
   using state = NAdamParamState;
   static constexpr const char* name = "NAdam";
   static void write(dict& g, const options& o) {
-    g.insert("lr", o.lr()), g.insert("betas", c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
+    g.insert("lr", o.lr()), g.insert("betas", python_betas(o.betas()));
     g.insert("eps", o.eps()), g.insert("weight_decay", o.weight_decay()), g.insert("momentum_decay", o.momentum_decay());
   }
   static void read(const py_fields& g, options& o) {
     o.lr(g.real("lr")).betas(g.pair("betas")).eps(g.real("eps")).weight_decay(g.real("weight_decay")).momentum_decay(g.real("momentum_decay"));
   }
   static void write(dict& s, const state& st) {
-    s.insert("step", torch::tensor(static_cast<float>(st.step())));
+    s.insert("step", python_step(st.step()));
     s.insert("mu_product", torch::tensor(static_cast<float>(st.mu_product())));  // float32, as Python keeps it
     s.insert("exp_avg", st.exp_avg()), s.insert("exp_avg_sq", st.exp_avg_sq());
   }
@@ -246,12 +253,12 @@ struct radam_family {
   using state = RAdamParamState;
   static constexpr const char* name = "RAdam";
   static void write(dict& g, const options& o) {
-    g.insert("lr", o.lr()), g.insert("betas", c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
+    g.insert("lr", o.lr()), g.insert("betas", python_betas(o.betas()));
     g.insert("eps", o.eps()), g.insert("weight_decay", o.weight_decay());
   }
   static void read(const py_fields& g, options& o) { o.lr(g.real("lr")).betas(g.pair("betas")).eps(g.real("eps")).weight_decay(g.real("weight_decay")); }
   static void write(dict& s, const state& st) {
-    s.insert("step", torch::tensor(static_cast<float>(st.step())));
+    s.insert("step", python_step(st.step()));
     s.insert("exp_avg", st.exp_avg()), s.insert("exp_avg_sq", st.exp_avg_sq());
   }
   static std::unique_ptr<state> read(const py_fields& s, const torch::Tensor& p) {

@@ -13,16 +13,11 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include <boost/hana/at.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/front.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/range.hpp>
-#include <boost/hana/tuple.hpp>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -38,8 +33,6 @@
 
 namespace tp::detail {
 
-namespace hana = boost::hana;
-
 // Which callbacks a loop hook goes to. At after_epoch plain callbacks run first, then monitors
 // (callbacks with on_scalar), then checkpoint writers; at after_step and on_interrupt checkpoint
 // writers run after all the others: a monitor prints what the epoch's callbacks have just put,
@@ -51,42 +44,34 @@ class callback_set {
  public:
   explicit callback_set(Callbacks... callbacks) : callbacks_(std::move(callbacks)...) {}
 
-  // The indices of the callbacks that have hook Tag for this trainer, among `Which`.
+  // The indices of the callbacks that have hook Tag for this trainer, among `Which` (a
+  // std::index_sequence).
   template <class Tag, receivers Which = receivers::all>
   static constexpr auto with_hook() {
-    return indices_where<Callbacks...>([](auto t) {
-      using C = typename decltype(t)::type;
-      constexpr bool is_monitor = callable_on_scalar<C, Trainer>;
-      constexpr bool is_writer = checkpoint_writer<C>;
-      constexpr bool wanted = Which == receivers::all || (Which == receivers::all_but_writers && !is_writer) ||
-                              (Which == receivers::plain && !is_monitor && !is_writer) ||
-                              (Which == receivers::monitors && is_monitor && !is_writer) ||
-                              (Which == receivers::writers && is_writer);
-      return hana::bool_c<Tag::template present<C, Trainer> && wanted>;
-    });
+    return typename true_indices<receives<Tag, Which, Callbacks>()...>::type{};
   }
   template <class Tag>
   static constexpr bool any_with() {
-    return decltype(hana::length(with_hook<Tag>()))::value > 0;
+    return with_hook<Tag>().size() > 0;
   }
 
   // A loop hook (train, epoch or step kind) to the callbacks of `Which`, in order.
   template <class Tag, receivers Which = receivers::all>
   void run(Trainer& trainer) {
     constexpr auto selected = with_hook<Tag, Which>();
-    if constexpr (decltype(hana::length(selected))::value > 0) {
+    if constexpr (selected.size() > 0) {
       // Two loops rather than a test per callback: without a profiler, the hooks are called as
       // if there were no markers (bench_phase_markers).
-      if (profiling()) hana::for_each(selected, [&](auto i) { call_marked<Tag>(trainer, i); });
-      else hana::for_each(selected, [&](auto i) { call<Tag>(trainer, i); });
+      if (profiling()) for_each_index(selected, [&](auto i) { call_marked<Tag>(trainer, i); });
+      else for_each_index(selected, [&](auto i) { call<Tag>(trainer, i); });
     }
   }
 
   // A value hook (put_scalar and the like) to every callback that takes it.
   template <class Tag, class... Args>
   void send(Trainer& trainer, const Args&... args) {
-    hana::for_each(with_hook<Tag>(), [&](auto i) {
-      if (runs_here(trainer, callbacks_[i])) Tag::call(callbacks_[i], trainer, args...);
+    for_each_index(with_hook<Tag>(), [&](auto i) {
+      if (runs_here(trainer, callback(i))) Tag::call(callback(i), trainer, args...);
     });
   }
 
@@ -95,14 +80,14 @@ class callback_set {
   // failure unless an exception is already on its way out.
   void forget_started() noexcept { started_ = 0; }  // at train()'s start, before anything can throw
   void before_train(Trainer& trainer) {
-    hana::for_each(all_, [&](auto i) {
+    for_each_index(all_, [&](auto i) {
       if constexpr (before_train_tag::template present<at<decltype(i)>, Trainer>) call_maybe_marked<before_train_tag>(trainer, i);
       started_ = decltype(i)::value + 1;
     });
   }
   void after_train(Trainer& trainer, std::exception_ptr in_flight) {
     std::exception_ptr first;
-    hana::for_each(all_, [&](auto i) {
+    for_each_index(all_, [&](auto i) {
       if constexpr (after_train_tag::template present<at<decltype(i)>, Trainer>) {
         if (decltype(i)::value < started_) {
           try {
@@ -116,7 +101,7 @@ class callback_set {
     if (first && !in_flight) std::rethrow_exception(first);
   }
   void setup(Trainer& trainer) {
-    hana::for_each(all_, [&](auto i) {
+    for_each_index(all_, [&](auto i) {
       if constexpr (setup_tag::template present<at<decltype(i)>, Trainer>) call_maybe_marked<setup_tag>(trainer, i);
     });
   }
@@ -181,18 +166,34 @@ class callback_set {
   // The callback of type C (which must appear once), or the I-th callback.
   template <class C>
   C& get() {
-    constexpr auto found = indices_where<Callbacks...>([](auto t) { return hana::bool_c<std::is_same_v<typename decltype(t)::type, C>>; });
-    static_assert(decltype(hana::length(found))::value == 1, "trainer.callback<C>(): C must be the type of exactly one callback");
-    return callbacks_[hana::front(found)];
+    using found = true_indices<std::is_same_v<Callbacks, C>...>;
+    static_assert(found::count == 1, "trainer.callback<C>(): C must be the type of exactly one callback");
+    return std::get<found::found[0]>(callbacks_);
   }
   template <std::size_t I>
   auto& get() {
-    return callbacks_[hana::size_c<I>];
+    return std::get<I>(callbacks_);
   }
 
  private:
   template <class I>
-  using at = std::remove_cvref_t<decltype(std::declval<hana::tuple<Callbacks...>&>()[I{}])>;
+  using at = std::tuple_element_t<I::value, std::tuple<Callbacks...>>;
+  template <class I>
+  auto& callback(I) {
+    return std::get<I::value>(callbacks_);
+  }
+
+  // Whether callback C takes hook Tag among the receivers `Which`.
+  template <class Tag, receivers Which, class C>
+  static constexpr bool receives() {
+    constexpr bool is_monitor = callable_on_scalar<C, Trainer>;
+    constexpr bool is_writer = checkpoint_writer<C>;
+    constexpr bool wanted = Which == receivers::all || (Which == receivers::all_but_writers && !is_writer) ||
+                            (Which == receivers::plain && !is_monitor && !is_writer) ||
+                            (Which == receivers::monitors && is_monitor && !is_writer) ||
+                            (Which == receivers::writers && is_writer);
+    return Tag::template present<C, Trainer> && wanted;
+  }
 
   // Chief-only callbacks are selected at compile time; whether this process is the chief is
   // known at run time (always, with one process).
@@ -204,9 +205,9 @@ class callback_set {
 
   template <class Tag, class I>
   void call(Trainer& trainer, I i) {
-    if (!runs_here(trainer, callbacks_[i])) return;
-    if constexpr (timed) clock_.time(I::value, [&] { Tag::call(callbacks_[i], trainer); });
-    else Tag::call(callbacks_[i], trainer);
+    if (!runs_here(trainer, callback(i))) return;
+    if constexpr (timed) clock_.time(I::value, [&] { Tag::call(callback(i), trainer); });
+    else Tag::call(callback(i), trainer);
   }
   template <class Tag, class I>
   void call_marked(Trainer& trainer, I i) {
@@ -223,13 +224,13 @@ class callback_set {
   template <class F>
   void for_each_stateful(F&& f) {
     std::map<std::string, int> seen;
-    hana::for_each(all_, [&](auto i) {
+    for_each_index(all_, [&](auto i) {
       if constexpr (names_save_state<at<decltype(i)>>) {
-        std::string key = callback_state_key(callbacks_[i]);
+        std::string key = callback_state_key(callback(i));
         const int occurrence = seen[key]++;
         key += '#';
         key += std::to_string(occurrence);
-        f(callbacks_[i], key);
+        f(callback(i), key);
       }
     });
   }
@@ -239,9 +240,9 @@ class callback_set {
     else return no_callback_clock{};
   }
 
-  static constexpr auto all_ = hana::to_tuple(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(Callbacks)>));
+  static constexpr auto all_ = std::index_sequence_for<Callbacks...>{};
 
-  hana::tuple<Callbacks...> callbacks_;
+  std::tuple<Callbacks...> callbacks_;
   [[no_unique_address]] decltype(make_clock()) clock_ = make_clock();
   std::size_t started_ = 0;
 };

@@ -54,6 +54,7 @@
 #include <tp/optim/torch_optim_state.hpp>
 #include <tp/state_dict.hpp>
 #include <tp/trainer/loop_position.hpp>
+#include <tp/trainer/step_layout.hpp>
 
 namespace tp::detail {
 
@@ -94,15 +95,7 @@ struct trainer_state {
     auto own = optim::detail::new_dict();
     own.insert("format", dict_state_format);
     own.insert("state", archive_bytes(rest));
-    const auto here = layout_of(t);
-    auto layout = optim::detail::new_dict();
-    layout.insert("processes", here.processes);
-    layout.insert("batches_per_step", here.batches_per_step);
-    layout.insert("batch", here.batch);
-    layout.insert("towers", std::int64_t{towers(t)});
-    layout.insert("micro_batches", batches_per_step(t) / std::int64_t{towers(t)});
-    layout.insert("precision", here.precision);
-    own.insert("layout", layout);
+    own.insert("layout", layout_of(t).to_dict(towers(t)));
     all.insert("tp", own);
     return all;
   }
@@ -180,21 +173,7 @@ struct trainer_state {
     else return 1;
   }
 
-  // What a step consumes and computes in: processes, batches each takes per step, datapoints
-  // per batch (0 when the input cannot say), precision ("" when the tower does not say).
-  struct step_layout {
-    std::int64_t processes = 1, batches_per_step = 1, batch = 0;
-    std::string precision;
-    bool operator==(const step_layout&) const = default;
-    // "2 processes x 1 batch of 64 per step", and " in fp32" when asked.
-    std::string describe(bool with_precision) const {
-      auto plural = [](std::int64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
-      std::string text = plural(processes, "process", "processes") + " x " + plural(batches_per_step, "batch", "batches");
-      if (batch > 0) text += " of " + std::to_string(batch);
-      text += " per step";
-      return with_precision && !precision.empty() ? text + " in " + precision : text;
-    }
-  };
+  // This run's layout (trainer/step_layout.hpp).
   static step_layout layout_of(Trainer& t) {
     step_layout here{t.process_count(), batches_per_step(t), 0, {}};
     if constexpr (resumable_input<typename Trainer::input_type>) here.batch = t.input_.position().batch;
@@ -209,26 +188,11 @@ struct trainer_state {
   // keeps, the trainer cannot see.
   static void note_layout(Trainer& t, const py_value& own, const std::string& source) {
     t.layout_change_.clear();
-    const auto* layout = own.find("layout");
-    if (!layout || !layout->is_dict()) return;  // written before tp recorded layouts
-    auto count = [&](const char* key, bool required) -> std::int64_t {
-      const auto* v = layout->find(key);
-      if (v && v->type() == py_value::kind::integer && v->as_int() >= 0) return v->as_int();
-      if (required) throw checkpoint_error(source + " has a layout without a whole count of " + key);
-      return 0;
-    };
-    const auto* precision = layout->find("precision");
-    const step_layout saved{count("processes", true), count("batches_per_step", true), count("batch", false),
-                            precision && precision->type() == py_value::kind::string ? precision->as_string() : std::string()};
-    auto here = layout_of(t);
-    if (saved.precision.empty()) here.precision.clear();  // not recorded then: not compared
-    if (saved == here) return;
-    const bool precision_changed = saved.precision != here.precision;
-    t.layout_change_ = "resumed on " + here.describe(precision_changed) + " from a checkpoint of " + saved.describe(precision_changed);
-    if (saved.batch > 0 && here.batch > 0)
-      t.layout_change_ += ": global batch " + std::to_string(saved.processes * saved.batches_per_step * saved.batch) + " -> " +
-                          std::to_string(here.processes * here.batches_per_step * here.batch);
-    if (t.user_step_ && (saved.processes != here.processes || saved.batches_per_step != here.batches_per_step || saved.batch != here.batch))
+    const auto saved = step_layout::read(own, source);
+    if (!saved) return;  // written before tp recorded layouts
+    const auto here = layout_of(t);
+    t.layout_change_ = layout_change(*saved, here);
+    if (t.user_step_ && !saved->same_batches(here))
       throw checkpoint_error(source + " cannot go on here (" + t.layout_change_ + "): this run trains with its own step, which takes its "
                              "batches and keeps its state where the trainer cannot see them, so the trainer cannot carry them to another "
                              "layout. Resume on the layout that wrote it, or start afresh in another log folder from its weights "

@@ -55,9 +55,7 @@ class FeedInput {
     return data::position_in_pass(*dataflow_, pass_start_, pass_started_at_, consumed_);
   }
   void restore(const data::position& where) {
-    data::check_movable(*dataflow_, where);
-    data::load_state(*dataflow_, where.flow);
-    const auto skip = data::go_to(*dataflow_, where);
+    const auto skip = data::restore_flow(*dataflow_, where);
     advance_due_ = false;
     start_pass(/*may_be_empty=*/true);  // a pass restored at its very end is empty: the next starts
     for (; consumed_ < skip; ++consumed_, ++position_)

@@ -114,9 +114,7 @@ class QueueInput {
     stop();
     auto& s = *state_;
     std::lock_guard lock(s.mutex);
-    data::check_movable(s.dataflow, where);
-    data::load_state(s.dataflow, where.flow);
-    s.skip = data::go_to(s.dataflow, where);
+    s.skip = data::restore_flow(s.dataflow, where);
     s.resuming = true;
     s.queue.clear();
     s.pending.reset();
