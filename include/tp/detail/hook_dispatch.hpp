@@ -3,9 +3,9 @@
 // The loop calls only the selected callbacks, in a fold the compiler unrolls: a callback without
 // a hook costs nothing at that hook, and a pack of no-op hooks inlines to nothing.
 //
-// Plain index sequences and folds, not a metaprogramming library: this header is in every
-// trainer's translation unit, and Boost.Hana's headers and algorithms cost each of them compile
-// time (issue 24; bench/README.md, compile_time.sh).
+// Plain index sequences and folds, not a metaprogramming library: two small helpers do what
+// Boost.Hana's filter and for_each did here, without a dependency (docs/DESIGN.md, "Folds for
+// dispatch").
 #include <array>
 #include <cstddef>
 #include <type_traits>
