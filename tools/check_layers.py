@@ -10,7 +10,7 @@ import re
 import sys
 
 # Layer 0: the public value types that concepts and mechanics may name.
-VOCABULARY = {"batch", "callback_pack", "checkpoint_error", "epoch_times", "gradient_processing", "precision", "stop_training",
+VOCABULARY = {"batch", "callback_pack", "checkpoint_error", "compiled_part", "epoch_times", "gradient_processing", "precision", "stop_training",
               "tower_context", "train_options", "train_outcome", "update_options", "data/state"}
 UMBRELLAS = {"tp.hpp", "data.hpp", "distributed.hpp", "monitors.hpp", "images.hpp"}
 NAMES = ["vocabulary", "concepts", "detail", "parts", "trainer", "umbrella"]

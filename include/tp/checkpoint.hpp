@@ -26,29 +26,20 @@
 // file under a checkpoint's name that is not whole; the checksum catches what happens to it
 // later (a truncated copy, a bad disk). Reading checks the size and checksum before anything
 // is loaded.
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <optional>
-#include <sstream>
-#include <stdexcept>
-#include <string_view>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
-
+#include <tp/compiled_part.hpp>
 #include <tp/detail/archive.hpp>
-#include <tp/detail/atomic_file.hpp>
-#include <tp/detail/crc32c.hpp>
 #include <tp/detail/python_pickle.hpp>
 #include <tp/state_dict.hpp>
 
@@ -92,100 +83,15 @@ inline std::string checkpoint_file_name(std::int64_t global_step) {
   return "model-" + digits + ".ckpt";
 }
 
-namespace detail {
-inline std::string hex_field(std::uint64_t value, int digits) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string text(static_cast<std::size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, value >>= 4) text[static_cast<std::size_t>(i)] = hex[value & 15];
-  return text;
-}
-inline std::string checkpoint_trailer(const checkpoint_info& info) {
-  return "TPCKPT 2 payload=" + hex_field(info.payload_bytes, 16) + " crc32c=" + hex_field(info.payload_crc32c, 8) +
-         " time_ms=" + hex_field(static_cast<std::uint64_t>(info.time_ms), 16) + " step=" + hex_field(static_cast<std::uint64_t>(info.global_step), 16) +
-         " epoch=" + hex_field(static_cast<std::uint64_t>(info.epoch_num), 16) + "\n";
-}
-// The trailer's fields, or nothing when `text` is not one.
-inline std::optional<checkpoint_info> parse_checkpoint_trailer(std::string_view text) {
-  if (text.size() != checkpoint_trailer_bytes || !text.starts_with("TPCKPT 2 ") || !text.ends_with("\n")) return std::nullopt;
-  std::uint64_t fields[5] = {};
-  std::size_t at = 9;
-  const std::pair<std::string_view, int> layout[5] = {{"payload=", 16}, {" crc32c=", 8}, {" time_ms=", 16}, {" step=", 16}, {" epoch=", 16}};
-  for (int f = 0; f < 5; ++f) {
-    if (text.substr(at, layout[f].first.size()) != layout[f].first) return std::nullopt;
-    at += layout[f].first.size();
-    for (int i = 0; i < layout[f].second; ++i, ++at) {
-      const char c = text[at];
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (digit < 0) return std::nullopt;
-      fields[f] = fields[f] << 4 | static_cast<std::uint64_t>(digit);
-    }
-  }
-  checkpoint_info info;
-  info.payload_bytes = fields[0], info.payload_crc32c = static_cast<std::uint32_t>(fields[1]);
-  info.time_ms = static_cast<std::int64_t>(fields[2]), info.global_step = static_cast<std::int64_t>(fields[3]);
-  info.epoch_num = static_cast<std::int64_t>(fields[4]);
-  return info;
-}
-}  // namespace detail
 
 // Writes a checkpoint's dictionary (Trainer::state_dict) to `path` atomically: torch.save's
 // zip, with tp's trailer as its comment.
-inline checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
-                                        std::int64_t epoch_num) {
-  auto bytes = detail::torch_save_bytes(content);
-  // The zip ends with its 22-byte end-of-directory record, whose last two bytes are the comment's
-  // length (LibTorch writes none).
-  const auto n = bytes.size();
-  if (n < 22 || std::memcmp(bytes.data() + n - 22, "PK\5\6", 4) != 0 || bytes[n - 2] != 0 || bytes[n - 1] != 0)
-    throw std::logic_error("tp::write_checkpoint: LibTorch's zip writer did not end its zip as tp expects (an end-of-directory record "
-                           "without a comment); this LibTorch is not supported for checkpoints");
-  bytes[n - 2] = static_cast<char>(detail::checkpoint_trailer_bytes & 0xff);
-  bytes[n - 1] = static_cast<char>(detail::checkpoint_trailer_bytes >> 8);
-  checkpoint_info info{path, global_step, epoch_num,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                       n, detail::crc32c(bytes.data(), n), 2};
-  const auto trailer = detail::checkpoint_trailer(info);
-  detail::atomic_file_writer file(path);
-  file.write(bytes.data(), n);
-  file.write(trailer.data(), trailer.size());
-  file.commit();
-  return info;
-}
+TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
+                                        std::int64_t epoch_num);
 
 // The header (version 1) or trailer (version 2) of a checkpoint file; throws checkpoint_error
 // if it is not one.
-inline checkpoint_info read_checkpoint_info(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) detail::bad_checkpoint(path, "cannot be opened");
-  unsigned char header[detail::checkpoint_header_bytes];
-  in.read(reinterpret_cast<char*>(header), sizeof header);
-  const auto got = static_cast<std::size_t>(in.gcount());
-  if (got >= 8 && std::memcmp(header, detail::checkpoint_magic, 8) == 0) {
-    if (got != sizeof header)
-      detail::bad_checkpoint(path, "is truncated: it ends inside its " + std::to_string(sizeof header) + "-byte header (" + std::to_string(got) + " bytes)");
-    return {path, detail::get_le<std::int64_t>(header + 32), detail::get_le<std::int64_t>(header + 40), detail::get_le<std::int64_t>(header + 24),
-            detail::get_le<std::uint64_t>(header + 8), detail::get_le<std::uint32_t>(header + 16), 1};
-  }
-  if (got < 4 || std::memcmp(header, "PK\3\4", 4) != 0)
-    detail::bad_checkpoint(path, "is not a tp checkpoint (it is neither a zip as torch.save writes nor starts with TPCKPT)");
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  std::string trailer(detail::checkpoint_trailer_bytes, '\0');
-  if (!ec && size >= trailer.size()) {
-    in.clear();
-    in.seekg(static_cast<std::streamoff>(size - trailer.size()));
-    in.read(trailer.data(), static_cast<std::streamsize>(trailer.size()));
-  }
-  auto info = detail::parse_checkpoint_trailer(trailer);
-  if (!info)
-    detail::bad_checkpoint(path, "is truncated, or not a tp checkpoint: it has no tp trailer at its end (a torch.save file of a "
-                                 "model's state_dict loads with tp::load_state_dict)");
-  info->path = path;
-  if (size != info->payload_bytes + detail::checkpoint_trailer_bytes)
-    detail::bad_checkpoint(path, "is damaged: it holds " + std::to_string(size) + " bytes but its trailer says " +
-                                     std::to_string(info->payload_bytes + detail::checkpoint_trailer_bytes));
-  return *info;
-}
+TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path);
 
 namespace detail {
 // A checkpoint file read once: what its header or trailer says, and its payload.
@@ -193,23 +99,7 @@ struct checked_checkpoint {
   checkpoint_info info;
   std::string payload;
 };
-inline checked_checkpoint read_checked_checkpoint(const std::filesystem::path& path) {
-  auto info = read_checkpoint_info(path);
-  std::error_code ec;
-  const auto file_size = std::filesystem::file_size(path, ec);
-  const auto start = info.file_version == 1 ? detail::checkpoint_header_bytes : 0;
-  const auto expected = info.file_version == 1 ? start + info.payload_bytes : info.payload_bytes + detail::checkpoint_trailer_bytes;
-  if (ec || file_size != expected)
-    detail::bad_checkpoint(path, "is truncated: it holds " + std::to_string(file_size) + " bytes but its header says " + std::to_string(expected));
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(start));
-  std::string payload(expected - start, '\0');
-  in.read(payload.data(), static_cast<std::streamsize>(payload.size()));
-  if (in.gcount() != static_cast<std::streamsize>(payload.size())) detail::bad_checkpoint(path, "could not be read whole");
-  if (detail::crc32c(payload.data(), info.payload_bytes) != info.payload_crc32c)
-    detail::bad_checkpoint(path, "is corrupt: its checksum does not match its content");
-  return {std::move(info), std::move(payload)};
-}
+TP_DECL checked_checkpoint read_checked_checkpoint(const std::filesystem::path& path);
 }  // namespace detail
 
 // The bytes a checkpoint's state is read from, checked whole (size and checksum): the LibTorch
@@ -218,20 +108,7 @@ inline checked_checkpoint read_checked_checkpoint(const std::filesystem::path& p
 inline std::string read_checkpoint_payload(const std::filesystem::path& path) { return detail::read_checked_checkpoint(path).payload; }
 
 // The checkpoints (model-<step>.ckpt) in a folder, oldest step first. Files are not opened.
-inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& folder) {
-  std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(folder, ec)) return found;
-  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
-    const auto file = entry.path().filename().string();  // model-<digits>.ckpt
-    if (!entry.is_regular_file() || file.size() <= 11 || !file.starts_with("model-") || !file.ends_with(".ckpt")) continue;
-    const auto digits = file.substr(6, file.size() - 11);
-    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    found.emplace_back(std::stoll(digits), entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
+TP_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& folder);
 
 // Saves a trainer's whole state to `path`.
 template <class Trainer>
@@ -298,7 +175,160 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
 
 // A checkpoint's model weights by name, without a module to load them into (tp-export writes
 // them as a state_dict file).
-inline std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path) {
+TP_DECL std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path);
+
+// Loads only the model from a checkpoint (for inference): its parameters and buffers, checked
+// by name, shape and type.
+TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& module);
+
+}  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <tp/detail/atomic_file.hpp>
+#include <tp/detail/crc32c.hpp>
+
+namespace tp {
+
+namespace detail {
+inline std::string hex_field(std::uint64_t value, int digits) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string text(static_cast<std::size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, value >>= 4) text[static_cast<std::size_t>(i)] = hex[value & 15];
+  return text;
+}
+inline std::string checkpoint_trailer(const checkpoint_info& info) {
+  return "TPCKPT 2 payload=" + hex_field(info.payload_bytes, 16) + " crc32c=" + hex_field(info.payload_crc32c, 8) +
+         " time_ms=" + hex_field(static_cast<std::uint64_t>(info.time_ms), 16) + " step=" + hex_field(static_cast<std::uint64_t>(info.global_step), 16) +
+         " epoch=" + hex_field(static_cast<std::uint64_t>(info.epoch_num), 16) + "\n";
+}
+// The trailer's fields, or nothing when `text` is not one.
+inline std::optional<checkpoint_info> parse_checkpoint_trailer(std::string_view text) {
+  if (text.size() != checkpoint_trailer_bytes || !text.starts_with("TPCKPT 2 ") || !text.ends_with("\n")) return std::nullopt;
+  std::uint64_t fields[5] = {};
+  std::size_t at = 9;
+  const std::pair<std::string_view, int> layout[5] = {{"payload=", 16}, {" crc32c=", 8}, {" time_ms=", 16}, {" step=", 16}, {" epoch=", 16}};
+  for (int f = 0; f < 5; ++f) {
+    if (text.substr(at, layout[f].first.size()) != layout[f].first) return std::nullopt;
+    at += layout[f].first.size();
+    for (int i = 0; i < layout[f].second; ++i, ++at) {
+      const char c = text[at];
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (digit < 0) return std::nullopt;
+      fields[f] = fields[f] << 4 | static_cast<std::uint64_t>(digit);
+    }
+  }
+  checkpoint_info info;
+  info.payload_bytes = fields[0], info.payload_crc32c = static_cast<std::uint32_t>(fields[1]);
+  info.time_ms = static_cast<std::int64_t>(fields[2]), info.global_step = static_cast<std::int64_t>(fields[3]);
+  info.epoch_num = static_cast<std::int64_t>(fields[4]);
+  return info;
+}
+}  // namespace detail
+
+TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
+                                         std::int64_t epoch_num) {
+  auto bytes = detail::torch_save_bytes(content);
+  // The zip ends with its 22-byte end-of-directory record, whose last two bytes are the comment's
+  // length (LibTorch writes none).
+  const auto n = bytes.size();
+  if (n < 22 || std::memcmp(bytes.data() + n - 22, "PK\5\6", 4) != 0 || bytes[n - 2] != 0 || bytes[n - 1] != 0)
+    throw std::logic_error("tp::write_checkpoint: LibTorch's zip writer did not end its zip as tp expects (an end-of-directory record "
+                           "without a comment); this LibTorch is not supported for checkpoints");
+  bytes[n - 2] = static_cast<char>(detail::checkpoint_trailer_bytes & 0xff);
+  bytes[n - 1] = static_cast<char>(detail::checkpoint_trailer_bytes >> 8);
+  checkpoint_info info{path, global_step, epoch_num,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                       n, detail::crc32c(bytes.data(), n), 2};
+  const auto trailer = detail::checkpoint_trailer(info);
+  detail::atomic_file_writer file(path);
+  file.write(bytes.data(), n);
+  file.write(trailer.data(), trailer.size());
+  file.commit();
+  return info;
+}
+
+TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::bad_checkpoint(path, "cannot be opened");
+  unsigned char header[detail::checkpoint_header_bytes];
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  const auto got = static_cast<std::size_t>(in.gcount());
+  if (got >= 8 && std::memcmp(header, detail::checkpoint_magic, 8) == 0) {
+    if (got != sizeof header)
+      detail::bad_checkpoint(path, "is truncated: it ends inside its " + std::to_string(sizeof header) + "-byte header (" + std::to_string(got) + " bytes)");
+    return {path, detail::get_le<std::int64_t>(header + 32), detail::get_le<std::int64_t>(header + 40), detail::get_le<std::int64_t>(header + 24),
+            detail::get_le<std::uint64_t>(header + 8), detail::get_le<std::uint32_t>(header + 16), 1};
+  }
+  if (got < 4 || std::memcmp(header, "PK\3\4", 4) != 0)
+    detail::bad_checkpoint(path, "is not a tp checkpoint (it is neither a zip as torch.save writes nor starts with TPCKPT)");
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  std::string trailer(detail::checkpoint_trailer_bytes, '\0');
+  if (!ec && size >= trailer.size()) {
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(size - trailer.size()));
+    in.read(trailer.data(), static_cast<std::streamsize>(trailer.size()));
+  }
+  auto info = detail::parse_checkpoint_trailer(trailer);
+  if (!info)
+    detail::bad_checkpoint(path, "is truncated, or not a tp checkpoint: it has no tp trailer at its end (a torch.save file of a "
+                                 "model's state_dict loads with tp::load_state_dict)");
+  info->path = path;
+  if (size != info->payload_bytes + detail::checkpoint_trailer_bytes)
+    detail::bad_checkpoint(path, "is damaged: it holds " + std::to_string(size) + " bytes but its trailer says " +
+                                     std::to_string(info->payload_bytes + detail::checkpoint_trailer_bytes));
+  return *info;
+}
+
+}  // namespace tp
+
+namespace tp::detail {
+
+TP_DECL checked_checkpoint read_checked_checkpoint(const std::filesystem::path& path) {
+  auto info = read_checkpoint_info(path);
+  std::error_code ec;
+  const auto file_size = std::filesystem::file_size(path, ec);
+  const auto start = info.file_version == 1 ? detail::checkpoint_header_bytes : 0;
+  const auto expected = info.file_version == 1 ? start + info.payload_bytes : info.payload_bytes + detail::checkpoint_trailer_bytes;
+  if (ec || file_size != expected)
+    detail::bad_checkpoint(path, "is truncated: it holds " + std::to_string(file_size) + " bytes but its header says " + std::to_string(expected));
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string payload(expected - start, '\0');
+  in.read(payload.data(), static_cast<std::streamsize>(payload.size()));
+  if (in.gcount() != static_cast<std::streamsize>(payload.size())) detail::bad_checkpoint(path, "could not be read whole");
+  if (detail::crc32c(payload.data(), info.payload_bytes) != info.payload_crc32c)
+    detail::bad_checkpoint(path, "is corrupt: its checksum does not match its content");
+  return {std::move(info), std::move(payload)};
+}
+
+}  // namespace tp::detail
+
+namespace tp {
+
+TP_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& folder) {
+  std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) return found;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const auto file = entry.path().filename().string();  // model-<digits>.ckpt
+    if (!entry.is_regular_file() || file.size() <= 11 || !file.starts_with("model-") || !file.ends_with(".ckpt")) continue;
+    const auto digits = file.substr(6, file.size() - 11);
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    found.emplace_back(std::stoll(digits), entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+TP_DECL std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path) {
   const auto [info, payload] = detail::read_checked_checkpoint(path);
   std::vector<std::pair<std::string, torch::Tensor>> weights;
   try {
@@ -327,9 +357,7 @@ inline std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(con
   return weights;
 }
 
-// Loads only the model from a checkpoint (for inference): its parameters and buffers, checked
-// by name, shape and type.
-inline void load_model(const std::filesystem::path& path, torch::nn::Module& module) {
+TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& module) {
   const auto [info, payload] = detail::read_checked_checkpoint(path);
   try {
     if (info.file_version == 2) {
@@ -348,3 +376,4 @@ inline void load_model(const std::filesystem::path& path, torch::nn::Module& mod
 }
 
 }  // namespace tp
+#endif

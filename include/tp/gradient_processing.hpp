@@ -18,6 +18,8 @@
 
 #include <torch/types.h>
 
+#include <tp/compiled_part.hpp>
+
 namespace tp {
 
 enum class non_finite {
@@ -72,44 +74,11 @@ class GradientProcessing {
   // shard of the gradients, `across` sums a number over the ranks: the norm is the whole one,
   // and every rank decides alike.
   bool apply(std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names = {},
-             const std::function<double(double)>& across = {}) const {
-    if (!active() || (gradients.empty() && !across)) return true;
-    torch::NoGradGuard no_grad;
-    const double norm = std::sqrt(sum_of_squares(gradients, across));
-    if (record_norm_) last_norm_.store(norm, std::memory_order_relaxed);
-    if (!std::isfinite(norm) && policy_ != non_finite::ignore) {
-      if (policy_ == non_finite::skip) return false;
-      if (policy_ == non_finite::stop) {
-        std::string where = "a gradient";
-        for (std::size_t i = 0; i < gradients.size(); ++i)
-          if (!torch::isfinite(gradients[i]).all().item<bool>()) {
-            where = i < names.size() ? "the gradient of " + names[i] : "gradient " + std::to_string(i);
-            break;
-          }
-        throw non_finite_gradient("tp: " + where + " holds NaN or Inf after the towers' reduction; lower the learning "
-                                  "rate, clip the gradients, or choose on_non_finite(zero or skip)");
-      }
-      for (auto& g : gradients) g.nan_to_num_(0.0, 0.0, 0.0);
-      return clip(gradients, std::sqrt(sum_of_squares(gradients, across)));
-    }
-    return clip(gradients, norm);
-  }
+             const std::function<double(double)>& across = {}) const;
 
  private:
-  static double sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across) {
-    std::vector<torch::Tensor> squares;
-    squares.reserve(gradients.size());
-    for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
-    const double mine = squares.empty() ? 0.0 : torch::stack(squares).sum().item<double>();
-    return across ? across(mine) : mine;
-  }
-  bool clip(std::vector<torch::Tensor>& gradients, double norm) const {
-    if (max_norm_ && std::isfinite(norm) && norm > *max_norm_) {
-      const double scale = *max_norm_ / (norm + 1e-6);
-      for (auto& g : gradients) g.mul_(scale);
-    }
-    return true;
-  }
+  static double sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across);
+  bool clip(std::vector<torch::Tensor>& gradients, double norm) const;
 
   std::optional<double> max_norm_;
   non_finite policy_ = non_finite::ignore;
@@ -119,3 +88,49 @@ class GradientProcessing {
 };
 
 }  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+namespace tp {
+
+TP_DECL bool GradientProcessing::apply(std::vector<torch::Tensor>& gradients, const std::vector<std::string>& names,
+                                       const std::function<double(double)>& across) const {
+  if (!active() || (gradients.empty() && !across)) return true;
+  torch::NoGradGuard no_grad;
+  const double norm = std::sqrt(sum_of_squares(gradients, across));
+  if (record_norm_) last_norm_.store(norm, std::memory_order_relaxed);
+  if (!std::isfinite(norm) && policy_ != non_finite::ignore) {
+    if (policy_ == non_finite::skip) return false;
+    if (policy_ == non_finite::stop) {
+      std::string where = "a gradient";
+      for (std::size_t i = 0; i < gradients.size(); ++i)
+        if (!torch::isfinite(gradients[i]).all().item<bool>()) {
+          where = i < names.size() ? "the gradient of " + names[i] : "gradient " + std::to_string(i);
+          break;
+        }
+      throw non_finite_gradient("tp: " + where + " holds NaN or Inf after the towers' reduction; lower the learning "
+                                "rate, clip the gradients, or choose on_non_finite(zero or skip)");
+    }
+    for (auto& g : gradients) g.nan_to_num_(0.0, 0.0, 0.0);
+    return clip(gradients, std::sqrt(sum_of_squares(gradients, across)));
+  }
+  return clip(gradients, norm);
+}
+
+TP_DECL double GradientProcessing::sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across) {
+  std::vector<torch::Tensor> squares;
+  squares.reserve(gradients.size());
+  for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
+  const double mine = squares.empty() ? 0.0 : torch::stack(squares).sum().item<double>();
+  return across ? across(mine) : mine;
+}
+
+TP_DECL bool GradientProcessing::clip(std::vector<torch::Tensor>& gradients, double norm) const {
+  if (max_norm_ && std::isfinite(norm) && norm > *max_norm_) {
+    const double scale = *max_norm_ / (norm + 1e-6);
+    for (auto& g : gradients) g.mul_(scale);
+  }
+  return true;
+}
+
+}  // namespace tp
+#endif

@@ -30,6 +30,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
+#include <tp/compiled_part.hpp>
+
 #include <tp/detail/archive.hpp>
 #include <tp/gradient_processing.hpp>
 
@@ -69,45 +71,15 @@ class LossScaler {
 
   // Divides the gradients by `used` (the scale their backward ran with), in place. Returns
   // whether every entry is finite. Undefined gradients are left alone. One device sync.
-  static bool unscale(std::vector<torch::Tensor>& gradients, double used) {
-    torch::NoGradGuard no_grad;
-    // GradScaler's reciprocal: computed in double, applied in the gradients' type.
-    const double inverse = 1.0 / used;
-    std::vector<torch::Tensor> finite;
-    for (auto& g : gradients) {
-      if (!g.defined()) continue;
-      g.mul_(inverse);
-      finite.push_back(torch::isfinite(g).all());
-    }
-    return finite.empty() || torch::stack(finite).all().item<bool>();
-  }
+  static bool unscale(std::vector<torch::Tensor>& gradients, double used);
   bool unscale(std::vector<torch::Tensor>& gradients) const { return unscale(gradients, scale_); }
 
   // GradScaler.update: after each update (applied or skipped).
-  void update(bool finite) {
-    if (!finite) {
-      scale_ *= backoff_factor_;
-      growth_tracker_ = 0;
-      ++skipped_;
-      return;
-    }
-    if (++growth_tracker_ == growth_interval_) {
-      if (const double grown = scale_ * growth_factor_; std::isfinite(grown)) scale_ = grown;
-      growth_tracker_ = 0;
-    }
-  }
+  void update(bool finite);
 
   // GradScaler.step then update, for a step of one's own: unscales the optimizer's gradients,
   // steps unless they hold inf/NaN, updates S. Returns whether it stepped.
-  bool step(torch::optim::Optimizer& optimizer) {
-    std::vector<torch::Tensor> gradients;
-    for (auto& group : optimizer.param_groups())
-      for (auto& p : group.params()) gradients.push_back(p.mutable_grad());
-    const bool finite = unscale(gradients);
-    if (finite) optimizer.step();
-    update(finite);
-    return finite;
-  }
+  bool step(torch::optim::Optimizer& optimizer);
 
   // For checkpoints.
   void save(detail::OutputArchive& archive) const {
@@ -161,3 +133,45 @@ inline bool ready_for_update(LossScaler* scaler, double used_scale, const Gradie
 
 }  // namespace detail
 }  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+namespace tp {
+
+TP_DECL bool LossScaler::unscale(std::vector<torch::Tensor>& gradients, double used) {
+  torch::NoGradGuard no_grad;
+  // GradScaler's reciprocal: computed in double, applied in the gradients' type.
+  const double inverse = 1.0 / used;
+  std::vector<torch::Tensor> finite;
+  for (auto& g : gradients) {
+    if (!g.defined()) continue;
+    g.mul_(inverse);
+    finite.push_back(torch::isfinite(g).all());
+  }
+  return finite.empty() || torch::stack(finite).all().item<bool>();
+}
+
+TP_DECL void LossScaler::update(bool finite) {
+  if (!finite) {
+    scale_ *= backoff_factor_;
+    growth_tracker_ = 0;
+    ++skipped_;
+    return;
+  }
+  if (++growth_tracker_ == growth_interval_) {
+    if (const double grown = scale_ * growth_factor_; std::isfinite(grown)) scale_ = grown;
+    growth_tracker_ = 0;
+  }
+}
+
+TP_DECL bool LossScaler::step(torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> gradients;
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params()) gradients.push_back(p.mutable_grad());
+  const bool finite = unscale(gradients);
+  if (finite) optimizer.step();
+  update(finite);
+  return finite;
+}
+
+}  // namespace tp
+#endif

@@ -13,20 +13,74 @@
 // The trainer prints it when training starts (TrainOptions::model_summary, on by default, in the
 // chief only), and the optimizer's state after the first step, when optimizers that make their
 // state lazily (Adam's moments) have made it.
-#include <algorithm>
+#include <concepts>
 #include <cstdint>
-#include <cstdio>
-#include <sstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/serialize/output-archive.h>
 
+#include <tp/compiled_part.hpp>
+
 namespace tp {
 
 namespace detail {
-inline std::string with_commas(std::int64_t n) {
+TP_DECL std::string with_commas(std::int64_t n);  // 1234567 -> "1,234,567"
+TP_DECL std::string human_bytes(double bytes);    // 1536 -> "1.5 KiB"
+inline std::int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; }
+// The bytes of what `save` writes into a LibTorch archive, counted without keeping them.
+TP_DECL std::int64_t archived_bytes(const std::function<void(torch::serialize::OutputArchive&)>& save);
+}  // namespace detail
+
+struct module_summary {
+  std::string name, type;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::int64_t trainable = 0, frozen = 0, bytes = 0;
+};
+
+// The rows: modules with parameters of their own, in registration order ("" is the model itself).
+TP_DECL std::vector<module_summary> summarize_modules(const torch::nn::Module& model);
+
+// The table above, one line per row.
+TP_DECL std::string model_summary(const torch::nn::Module& model);
+
+// An optimizer's state (its moments, momentum buffers, step counts and options), in bytes, as a
+// checkpoint holds it: measured by serializing it, so that it holds for any optimizer.
+template <class Optimizer>
+std::int64_t optimizer_state_bytes(Optimizer& optimizer) {
+  return detail::archived_bytes([&](torch::serialize::OutputArchive& archive) { optimizer.save(archive); });
+}
+
+// The line the trainer prints after the first step: the optimizers' state, in bytes (those that
+// cannot save themselves left out), or "" when there is none to report.
+template <class Replicas>
+std::string optimizer_summary(Replicas& replicas) {
+  std::int64_t count = 0, bytes = 0;
+  replicas.for_each_optimizer([&](auto& optimizer) {
+    if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
+  });
+  if (count == 0) return {};
+  std::string whose;  // a sharded run's rank holds a shard
+  if constexpr (requires { { replicas.state_share() } -> std::convertible_to<std::string>; }) whose = replicas.state_share();
+  return "tp: optimizer state after the first step: " + detail::human_bytes(static_cast<double>(bytes)) + whose +
+         (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) + "\n";
+}
+
+}  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <sstream>
+#include <streambuf>
+
+namespace tp {
+
+namespace detail {
+TP_DECL std::string with_commas(std::int64_t n) {
   std::string digits = std::to_string(n), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
@@ -34,7 +88,7 @@ inline std::string with_commas(std::int64_t n) {
   }
   return out;
 }
-inline std::string human_bytes(double bytes) {
+TP_DECL std::string human_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
   while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
@@ -42,8 +96,6 @@ inline std::string human_bytes(double bytes) {
   std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
   return text;
 }
-inline std::int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; }
-
 // Counts what goes through an ostream without keeping it.
 class counting_buffer : public std::streambuf {
  public:
@@ -59,16 +111,17 @@ class counting_buffer : public std::streambuf {
     return n;
   }
 };
+TP_DECL std::int64_t archived_bytes(const std::function<void(torch::serialize::OutputArchive&)>& save) {
+  torch::serialize::OutputArchive archive;
+  save(archive);
+  counting_buffer counter;
+  std::ostream out(&counter);
+  archive.save_to(out);
+  return counter.count;
+}
 }  // namespace detail
 
-struct module_summary {
-  std::string name, type;
-  std::vector<std::vector<std::int64_t>> shapes;
-  std::int64_t trainable = 0, frozen = 0, bytes = 0;
-};
-
-// The rows: modules with parameters of their own, in registration order ("" is the model itself).
-inline std::vector<module_summary> summarize_modules(const torch::nn::Module& model) {
+TP_DECL std::vector<module_summary> summarize_modules(const torch::nn::Module& model) {
   std::vector<module_summary> rows;
   const auto add = [&](std::string name, const torch::nn::Module& module) {
     module_summary row{.name = std::move(name), .type = module.name(), .shapes = {}};
@@ -84,7 +137,7 @@ inline std::vector<module_summary> summarize_modules(const torch::nn::Module& mo
   return rows;
 }
 
-inline std::string model_summary(const torch::nn::Module& model) {
+TP_DECL std::string model_summary(const torch::nn::Module& model) {
   const auto rows = summarize_modules(model);
   std::int64_t trainable = 0, frozen = 0, bytes = 0, buffer_bytes = 0;
   for (const auto& b : model.buffers()) buffer_bytes += detail::tensor_bytes(b);
@@ -118,31 +171,5 @@ inline std::string model_summary(const torch::nn::Module& model) {
   return out;
 }
 
-// An optimizer's state (its moments, momentum buffers, step counts and options), in bytes, as a
-// checkpoint holds it: measured by serializing it, so that it holds for any optimizer.
-template <class Optimizer>
-std::int64_t optimizer_state_bytes(Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  detail::counting_buffer counter;
-  std::ostream out(&counter);
-  archive.save_to(out);
-  return counter.count;
-}
-
-// The line the trainer prints after the first step: the optimizers' state, in bytes (those that
-// cannot save themselves left out), or "" when there is none to report.
-template <class Replicas>
-std::string optimizer_summary(Replicas& replicas) {
-  std::int64_t count = 0, bytes = 0;
-  replicas.for_each_optimizer([&](auto& optimizer) {
-    if constexpr (requires(torch::serialize::OutputArchive& a) { optimizer.save(a); }) ++count, bytes += optimizer_state_bytes(optimizer);
-  });
-  if (count == 0) return {};
-  std::string whose;  // a sharded run's rank holds a shard
-  if constexpr (requires { { replicas.state_share() } -> std::convertible_to<std::string>; }) whose = replicas.state_share();
-  return "tp: optimizer state after the first step: " + detail::human_bytes(static_cast<double>(bytes)) + whose +
-         (count > 1 ? " in " + std::to_string(count) + " optimizers (one per tower)" : std::string()) + "\n";
-}
-
 }  // namespace tp
+#endif

@@ -26,10 +26,11 @@
 #include <string>
 #include <string_view>
 
-#include <ATen/autocast_mode.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 #include <torch/version.h>
+
+#include <tp/compiled_part.hpp>
 
 #include <tp/batch.hpp>
 
@@ -57,51 +58,15 @@ inline precision parse_precision(std::string_view name) {
 // end, and the cache of casted weights is dropped when the outermost scope ends.
 class autocast_scope {
  public:
-  autocast_scope(precision p, c10::DeviceType device) : device_(device) {
-    if (p == precision::fp32) return;
-    if (p == precision::fp16_mixed && device != c10::DeviceType::CUDA)
-      throw std::invalid_argument(
-          "tp: fp16-mixed precision needs a CUDA tower (CPU autocast has no fp16 with loss scaling); on CPU use bf16-mixed");
-    if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA)
-      throw std::invalid_argument("tp: mixed precision runs on CPU and CUDA towers, not on " + c10::DeviceTypeName(device));
-    const auto dtype = p == precision::bf16_mixed ? at::kBFloat16 : at::kHalf;
-    active_ = true;
-    was_enabled_ = enabled();
-    was_dtype_ = get_dtype();
-    set(true, dtype);
-    at::autocast::increment_nesting();
-  }
-  ~autocast_scope() {
-    if (!active_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    set(was_enabled_, was_dtype_);
-  }
+  autocast_scope(precision p, c10::DeviceType device);
+  ~autocast_scope();
   autocast_scope(const autocast_scope&) = delete;
   autocast_scope& operator=(const autocast_scope&) = delete;
 
  private:
-  // LibTorch 2.4 names the device in one set of calls; 1.13 to 2.3 have a pair per device.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  bool enabled() const { return at::autocast::is_autocast_enabled(device_); }
-  at::ScalarType get_dtype() const { return at::autocast::get_autocast_dtype(device_); }
-  void set(bool on, at::ScalarType dtype) const {
-    at::autocast::set_autocast_dtype(device_, dtype);
-    at::autocast::set_autocast_enabled(device_, on);
-  }
-#else
-  bool cpu() const { return device_ == c10::DeviceType::CPU; }
-  bool enabled() const { return cpu() ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled(); }
-  at::ScalarType get_dtype() const { return cpu() ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype(); }
-  void set(bool on, at::ScalarType dtype) const {
-    if (cpu()) {
-      at::autocast::set_autocast_cpu_dtype(dtype);
-      at::autocast::set_cpu_enabled(on);
-    } else {
-      at::autocast::set_autocast_gpu_dtype(dtype);
-      at::autocast::set_enabled(on);
-    }
-  }
-#endif
+  bool enabled() const;
+  at::ScalarType get_dtype() const;
+  void set(bool on, at::ScalarType dtype) const;
 
   c10::DeviceType device_;
   bool active_ = false;
@@ -129,7 +94,63 @@ B channels_last_batch(B batch) {
 }
 
 // A module's 4-D parameters and buffers in channels-last order, in place.
-inline void channels_last_module(torch::nn::Module& module) {
+TP_DECL void channels_last_module(torch::nn::Module& module);
+
+}  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+#include <ATen/autocast_mode.h>
+
+namespace tp {
+
+// LibTorch 2.4 names the device in one set of calls; 1.13 to 2.3 have a pair per device.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+TP_DECL bool autocast_scope::enabled() const { return at::autocast::is_autocast_enabled(device_); }
+TP_DECL at::ScalarType autocast_scope::get_dtype() const { return at::autocast::get_autocast_dtype(device_); }
+TP_DECL void autocast_scope::set(bool on, at::ScalarType dtype) const {
+  at::autocast::set_autocast_dtype(device_, dtype);
+  at::autocast::set_autocast_enabled(device_, on);
+}
+#else
+TP_DECL bool autocast_scope::enabled() const {
+  return device_ == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+}
+TP_DECL at::ScalarType autocast_scope::get_dtype() const {
+  return device_ == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+}
+TP_DECL void autocast_scope::set(bool on, at::ScalarType dtype) const {
+  if (device_ == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(on);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(on);
+  }
+}
+#endif
+
+TP_DECL autocast_scope::autocast_scope(precision p, c10::DeviceType device) : device_(device) {
+  if (p == precision::fp32) return;
+  if (p == precision::fp16_mixed && device != c10::DeviceType::CUDA)
+    throw std::invalid_argument(
+        "tp: fp16-mixed precision needs a CUDA tower (CPU autocast has no fp16 with loss scaling); on CPU use bf16-mixed");
+  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA)
+    throw std::invalid_argument("tp: mixed precision runs on CPU and CUDA towers, not on " + c10::DeviceTypeName(device));
+  const auto dtype = p == precision::bf16_mixed ? at::kBFloat16 : at::kHalf;
+  active_ = true;
+  was_enabled_ = enabled();
+  was_dtype_ = get_dtype();
+  set(true, dtype);
+  at::autocast::increment_nesting();
+}
+
+TP_DECL autocast_scope::~autocast_scope() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set(was_enabled_, was_dtype_);
+}
+
+TP_DECL void channels_last_module(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   for (auto& p : module.parameters())
     if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
@@ -138,3 +159,4 @@ inline void channels_last_module(torch::nn::Module& module) {
 }
 
 }  // namespace tp
+#endif

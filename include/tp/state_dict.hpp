@@ -11,10 +11,8 @@
 // problem is listed in one error, and nothing is loaded unless everything fits. A file whose
 // content is a dictionary with a "state_dict" entry (a Lightning or tp checkpoint) gives that
 // entry; StateDictOptions().prefix("model.") takes the keys of one submodule, without it.
-#include <cstdint>
+#include <cstddef>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -24,8 +22,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <tp/checkpoint_error.hpp>
-#include <tp/detail/archive.hpp>
-#include <tp/detail/atomic_file.hpp>
+#include <tp/compiled_part.hpp>
 #include <tp/detail/python_pickle.hpp>
 #include <tp/optim/torch_optim_state.hpp>
 
@@ -48,17 +45,47 @@ struct state_dict_report {
   std::vector<std::string> unexpected_keys;  // the file's, not in the module
 };
 
+namespace detail {
+// Writes a value as torch.save would, atomically.
+TP_DECL void write_torch_save(const std::filesystem::path& path, const c10::IValue& value);
+}  // namespace detail
+
 // The module's parameters and buffers by name, as Python's state_dict() has them.
-inline c10::impl::GenericDict state_dict_of(const torch::nn::Module& module) {
-  c10::Dict<std::string, torch::Tensor> all;
-  for (const auto& [name, tensor] : detail::module_tensors(module)) all.insert(name, tensor.detach());
-  return c10::impl::toGenericDict(all);
-}
+TP_DECL c10::impl::GenericDict state_dict_of(const torch::nn::Module& module);
+
+// Loads a state_dict (see detail::state_dict_in) from what detail::read_torch_save read;
+// `source` names it in errors. Throws checkpoint_error; nothing is loaded then.
+TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
+                                          const std::string& source);
+
+// Loads a torch.save file's state_dict into `module`.
+TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const std::filesystem::path& path, const StateDictOptions& options = {});
+
+// Writes the module's state_dict as torch.save(model.state_dict(), path) would.
+TP_DECL void save_state_dict(const torch::nn::Module& module, const std::filesystem::path& path);
+
+// Writes the optimizer's state as torch.save(optimizer.state_dict(), path) would; an optimizer
+// without a torch.optim twin is an error (optim/torch_optim_state.hpp).
+TP_DECL void save_optimizer_state(const torch::optim::Optimizer& optimizer, const std::filesystem::path& path);
+
+// Loads torch.optim state into `optimizer`: a torch.save(optimizer.state_dict()) file, or the
+// index-th of a checkpoint's optimizer_states (Lightning's and tp's). All or nothing.
+TP_DECL void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::filesystem::path& path, std::size_t index = 0);
+
+}  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+#include <map>
+#include <stdexcept>
+
+#include <tp/detail/archive.hpp>
+#include <tp/detail/atomic_file.hpp>
+
+namespace tp {
 
 namespace detail {
 
-// Writes a value as torch.save would, atomically.
-inline void write_torch_save(const std::filesystem::path& path, const c10::IValue& value) {
+TP_DECL void write_torch_save(const std::filesystem::path& path, const c10::IValue& value) {
   const auto bytes = detail::torch_save_bytes(value);
   atomic_file_writer file(path);
   file.write(bytes.data(), bytes.size());
@@ -87,10 +114,14 @@ inline std::string some_names(const std::vector<std::string>& names) {
 
 }  // namespace detail
 
-// Loads a state_dict (see detail::state_dict_in) from what detail::read_torch_save read;
-// `source` names it in errors. Throws checkpoint_error; nothing is loaded then.
-inline state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
-                                         const std::string& source) {
+TP_DECL c10::impl::GenericDict state_dict_of(const torch::nn::Module& module) {
+  c10::Dict<std::string, torch::Tensor> all;
+  for (const auto& [name, tensor] : detail::module_tensors(module)) all.insert(name, tensor.detach());
+  return c10::impl::toGenericDict(all);
+}
+
+TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
+                                          const std::string& source) {
   const auto& saved = detail::state_dict_in(content, source);
   std::map<std::string, const torch::Tensor*> in_file;
   std::vector<std::string> not_tensors;
@@ -131,19 +162,15 @@ inline state_dict_report load_state_dict(torch::nn::Module& module, const detail
   return report;
 }
 
-// Loads a torch.save file's state_dict into `module`.
-inline state_dict_report load_state_dict(torch::nn::Module& module, const std::filesystem::path& path, const StateDictOptions& options = {}) {
+TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const std::filesystem::path& path, const StateDictOptions& options) {
   return load_state_dict(module, detail::read_torch_save(path), options, path.string());
 }
 
-// Writes the module's state_dict as torch.save(model.state_dict(), path) would.
-inline void save_state_dict(const torch::nn::Module& module, const std::filesystem::path& path) {
+TP_DECL void save_state_dict(const torch::nn::Module& module, const std::filesystem::path& path) {
   detail::write_torch_save(path, state_dict_of(module));
 }
 
-// Writes the optimizer's state as torch.save(optimizer.state_dict(), path) would; an optimizer
-// without a torch.optim twin is an error (optim/torch_optim_state.hpp).
-inline void save_optimizer_state(const torch::optim::Optimizer& optimizer, const std::filesystem::path& path) {
+TP_DECL void save_optimizer_state(const torch::optim::Optimizer& optimizer, const std::filesystem::path& path) {
   const auto state = optim::to_torch_optim_state(optimizer);
   if (!state)
     throw std::invalid_argument("tp::save_optimizer_state: this optimizer has no torch.optim twin (tp writes SGD, Adam, AdamW, Adagrad, "
@@ -151,9 +178,7 @@ inline void save_optimizer_state(const torch::optim::Optimizer& optimizer, const
   detail::write_torch_save(path, *state);
 }
 
-// Loads torch.optim state into `optimizer`: a torch.save(optimizer.state_dict()) file, or the
-// index-th of a checkpoint's optimizer_states (Lightning's and tp's). All or nothing.
-inline void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::filesystem::path& path, std::size_t index = 0) {
+TP_DECL void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::filesystem::path& path, std::size_t index) {
   const auto content = detail::read_torch_save(path);
   const auto* listed = content.is_dict() ? content.find("optimizer_states") : nullptr;
   if (listed && listed->type() == detail::py_value::kind::list) {
@@ -167,3 +192,4 @@ inline void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::
 }
 
 }  // namespace tp
+#endif

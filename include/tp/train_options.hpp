@@ -9,6 +9,8 @@
 
 #include <torch/arg.h>
 
+#include <tp/compiled_part.hpp>
+
 namespace tp {
 
 struct TrainOptions {
@@ -43,33 +45,41 @@ struct TrainOptions {
 
  public:
   // Throws std::invalid_argument saying what is wrong and how to set it right.
-  void validate() const {
-    if (steps_per_epoch_ < 0)
-      throw std::invalid_argument(
-          "tp::TrainOptions: steps_per_epoch must be > 0 (or 0: one pass of the input), got " + std::to_string(steps_per_epoch_) +
-          "; set it with TrainOptions().steps_per_epoch(n) (an epoch is the period at which "
-          "epoch callbacks fire, it need not be a pass over the data)");
-    if (starting_epoch_ < 1)
-      throw std::invalid_argument("tp::TrainOptions: starting_epoch must be >= 1, got " +
-                                  std::to_string(starting_epoch_) + " (epochs are numbered from 1)");
-    if (max_epoch_ < starting_epoch_)
-      throw std::invalid_argument(
-          "tp::TrainOptions: max_epoch (" + std::to_string(max_epoch_) +
-          ") is smaller than starting_epoch (" + std::to_string(starting_epoch_) +
-          "); epochs run from starting_epoch to max_epoch inclusive, so max_epoch must be >= "
-          "starting_epoch");
-    if (max_time_ < std::chrono::milliseconds::zero())
-      throw std::invalid_argument("tp::TrainOptions: max_time must be >= 0 (0: no time budget), got " +
-                                  std::to_string(max_time_.count()) + " ms");
-    for (const int signal : stop_signals_)
-      if (signal <= 0 || signal >= NSIG || signal == SIGKILL || signal == SIGSTOP)
-        throw std::invalid_argument("tp::TrainOptions: stop_signals holds " + std::to_string(signal) +
-                                    ", which is not a signal a process can catch; give signals such as SIGINT, SIGTERM "
-                                    "and SIGUSR1, or an empty list to leave every signal's handling as it is");
-    if (intra_op_threads_ < -1)
-      throw std::invalid_argument("tp::TrainOptions: intra_op_threads must be >= -1 (0: tp's default, the physical cores; "
-                                  "-1: leave LibTorch's setting), got " + std::to_string(intra_op_threads_));
-  }
+  void validate() const;
 };
 
 }  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+namespace tp {
+
+TP_DECL void TrainOptions::validate() const {
+  if (steps_per_epoch_ < 0)
+    throw std::invalid_argument(
+        "tp::TrainOptions: steps_per_epoch must be > 0 (or 0: one pass of the input), got " + std::to_string(steps_per_epoch_) +
+        "; set it with TrainOptions().steps_per_epoch(n) (an epoch is the period at which "
+        "epoch callbacks fire, it need not be a pass over the data)");
+  if (starting_epoch_ < 1)
+    throw std::invalid_argument("tp::TrainOptions: starting_epoch must be >= 1, got " +
+                                std::to_string(starting_epoch_) + " (epochs are numbered from 1)");
+  if (max_epoch_ < starting_epoch_)
+    throw std::invalid_argument(
+        "tp::TrainOptions: max_epoch (" + std::to_string(max_epoch_) +
+        ") is smaller than starting_epoch (" + std::to_string(starting_epoch_) +
+        "); epochs run from starting_epoch to max_epoch inclusive, so max_epoch must be >= "
+        "starting_epoch");
+  if (max_time_ < std::chrono::milliseconds::zero())
+    throw std::invalid_argument("tp::TrainOptions: max_time must be >= 0 (0: no time budget), got " +
+                                std::to_string(max_time_.count()) + " ms");
+  for (const int signal : stop_signals_)
+    if (signal <= 0 || signal >= NSIG || signal == SIGKILL || signal == SIGSTOP)
+      throw std::invalid_argument("tp::TrainOptions: stop_signals holds " + std::to_string(signal) +
+                                  ", which is not a signal a process can catch; give signals such as SIGINT, SIGTERM "
+                                  "and SIGUSR1, or an empty list to leave every signal's handling as it is");
+  if (intra_op_threads_ < -1)
+    throw std::invalid_argument("tp::TrainOptions: intra_op_threads must be >= -1 (0: tp's default, the physical cores; "
+                                "-1: leave LibTorch's setting), got " + std::to_string(intra_op_threads_));
+}
+
+}  // namespace tp
+#endif

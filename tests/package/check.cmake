@@ -21,4 +21,6 @@ endforeach()
 run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/package" -B "${WORK_DIR}/consumer" -G "${GENERATOR}"
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
-run("${WORK_DIR}/consumer/consumer")
+foreach(mode consumer consumer_compiled)
+  run("${WORK_DIR}/consumer/${mode}" "${WORK_DIR}")
+endforeach()

@@ -1,5 +1,8 @@
-// Trains a linear model through an installed tp and prints the final cost.
+// Trains a linear model through an installed tp, saves and loads it (second_file.cpp), and prints
+// the final cost.
+#include <filesystem>
 #include <iostream>
+#include <string>
 
 #include <tp/tp.hpp>
 // The other umbrellas are installed too, and compile against the installed package's flags.
@@ -9,7 +12,9 @@
 #include <tp/monitors.hpp>
 #include <torch/torch.h>
 
-int main() {
+std::string round_trip(const torch::nn::Linear& model, const std::filesystem::path& folder);  // second_file.cpp
+
+int main(int argc, char** argv) {
   torch::manual_seed(0);
   auto x = torch::randn({32, 3});
   auto y = x.matmul(torch::tensor({{1.0f}, {-2.0f}, {0.5f}}));
@@ -23,5 +28,8 @@ int main() {
   trainer.train();
   const double cost = trainer.last_cost().item<double>();
   std::cout << "consumer: final cost " << cost << "\n";
-  return cost < 1e-4 ? 0 : 1;
+  const std::filesystem::path folder = argc > 1 ? argv[1] : ".";
+  const auto summary = round_trip(trainer.model(), folder);
+  std::cout << summary;
+  return cost < 1e-4 && summary.find("total") != std::string::npos ? 0 : 1;
 }

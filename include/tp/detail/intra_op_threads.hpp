@@ -9,20 +9,47 @@
 // kernels and fights the first), shared among the processes of a run on this machine, so that
 // `tp-run -n 4` on 8 cores gives each rank 2 threads rather than 8. OMP_NUM_THREADS, when set,
 // wins (LibTorch reads it), as does the option.
+#include <string>
+
+#include <tp/compiled_part.hpp>
+
+namespace tp::detail {
+
+// The physical cores in this thread's CPU affinity: (package, core) pairs from sysfs; each CPU
+// counted as its own core where sysfs does not say. At least 1.
+TP_DECL int physical_cores_available();
+
+// How many processes of this run share the machine: the launcher's local size (torchrun and
+// tp-run: LOCAL_WORLD_SIZE; Open MPI: OMPI_COMM_WORLD_LOCAL_SIZE), or else, in a launched run
+// that does not say, its whole size (fewer threads rather than oversubscribed cores).
+TP_DECL int processes_on_this_machine();
+
+struct intra_op_threads_choice {
+  int threads = 0;     // what to set; 0: leave LibTorch's setting as it is
+  std::string reason;  // for the run-environment line
+};
+
+// option: TrainOptions::intra_op_threads (> 0: that many; 0: tp's default; -1: leave it).
+TP_DECL intra_op_threads_choice choose_intra_op_threads(int option, const char* omp_num_threads, int physical_cores, int processes);
+
+// The affinity and sysfs are read only when they decide (tp's default): train() asks at every
+// start, and a program that sets its threads itself should not pay for the reads.
+TP_DECL intra_op_threads_choice choose_intra_op_threads(int option);
+
+}  // namespace tp::detail
+
+#if TP_DEFINE_COMPILED_PART
 #include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
-#include <string>
 #include <utility>
 
 namespace tp::detail {
 
-// The physical cores in this thread's CPU affinity: (package, core) pairs from sysfs; each CPU
-// counted as its own core where sysfs does not say. At least 1.
-inline int physical_cores_available() {
+TP_DECL int physical_cores_available() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return 1;
@@ -39,10 +66,7 @@ inline int physical_cores_available() {
   return cores.empty() ? 1 : static_cast<int>(cores.size());
 }
 
-// How many processes of this run share the machine: the launcher's local size (torchrun and
-// tp-run: LOCAL_WORLD_SIZE; Open MPI: OMPI_COMM_WORLD_LOCAL_SIZE), or else, in a launched run
-// that does not say, its whole size (fewer threads rather than oversubscribed cores).
-inline int processes_on_this_machine() {
+TP_DECL int processes_on_this_machine() {
   for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
     if (const char* value = std::getenv(name)) {
       char* end = nullptr;
@@ -52,13 +76,7 @@ inline int processes_on_this_machine() {
   return 1;
 }
 
-struct intra_op_threads_choice {
-  int threads = 0;     // what to set; 0: leave LibTorch's setting as it is
-  std::string reason;  // for the run-environment line
-};
-
-// option: TrainOptions::intra_op_threads (> 0: that many; 0: tp's default; -1: leave it).
-inline intra_op_threads_choice choose_intra_op_threads(int option, const char* omp_num_threads, int physical_cores, int processes) {
+TP_DECL intra_op_threads_choice choose_intra_op_threads(int option, const char* omp_num_threads, int physical_cores, int processes) {
   if (option > 0) return {option, "TrainOptions::intra_op_threads"};
   if (option < 0) return {0, "LibTorch's, as the program left it"};
   if (omp_num_threads && *omp_num_threads) return {0, std::string("OMP_NUM_THREADS=") + omp_num_threads};
@@ -68,12 +86,11 @@ inline intra_op_threads_choice choose_intra_op_threads(int option, const char* o
   return {share, reason};
 }
 
-// The affinity and sysfs are read only when they decide (tp's default): train() asks at every
-// start, and a program that sets its threads itself should not pay for the reads.
-inline intra_op_threads_choice choose_intra_op_threads(int option) {
+TP_DECL intra_op_threads_choice choose_intra_op_threads(int option) {
   const char* omp_num_threads = std::getenv("OMP_NUM_THREADS");
   if (option != 0 || (omp_num_threads && *omp_num_threads)) return choose_intra_op_threads(option, omp_num_threads, 1, 1);
   return choose_intra_op_threads(option, omp_num_threads, physical_cores_available(), processes_on_this_machine());
 }
 
 }  // namespace tp::detail
+#endif

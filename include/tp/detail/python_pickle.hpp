@@ -9,28 +9,19 @@
 // does not know (Lightning's AttributeDict, argparse.Namespace, numpy scalars) become opaque
 // objects, not errors, so that the tensors and dicts around them still read. torch_save_bytes,
 // at the end, writes such files.
-#include <algorithm>
-#include <bit>
-#include <charconv>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <c10/util/Exception.h>
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/types.h>
 
 #include <tp/checkpoint_error.hpp>
+#include <tp/compiled_part.hpp>
 
 namespace tp::detail {
 
@@ -138,6 +129,35 @@ struct py_value {
   std::shared_ptr<dict_type> entries_;  // a dict's, object's
   torch::Tensor tensor_;
 };
+
+// Reads a torch.save file from bytes already in memory; `name` (the file's) starts every error.
+TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& name);
+TP_DECL py_value read_torch_save(const std::filesystem::path& path);
+
+// The bytes torch.save would write for `value` (dicts, lists, tuples, numbers, strings, tensors).
+// LibTorch's pickle_save tags every dict and list with torch.jit._pickle.restore_type_tag, a
+// global that PyTorch 2.6's torch.load (weights_only by default) refuses; this pickler writes
+// them untagged, as Python's own pickler does. Lists must be lists of Any (GenericList with
+// AnyType): a c10::List<int64_t>, <double>, <bool> or <Tensor> pickles through
+// torch.jit._pickle.build_intlist and its kin, refused the same way.
+TP_DECL std::vector<char> torch_save_bytes(const c10::IValue& value);
+
+}  // namespace tp::detail
+
+#if TP_DEFINE_COMPILED_PART
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
+namespace tp::detail {
 
 // Runs data.pkl's opcodes on a stack, as Python's pickle does, with storages from the zip.
 class python_unpickler {
@@ -523,8 +543,7 @@ class bounded_read_adapter final : public caffe2::serialize::ReadAdapterInterfac
   std::string_view bytes_;
 };
 
-// Reads a torch.save file from bytes already in memory; `name` (the file's) starts every error.
-inline py_value read_torch_save(const std::string& bytes, const std::string& name) {
+TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& name) {
   if (!bytes.starts_with(std::string_view("PK\3\4", 4))) {
     if (bytes.starts_with("TPCKPT"))
       throw checkpoint_error(name + ": is a checkpoint of an older tp (its own format " +
@@ -557,7 +576,7 @@ inline py_value read_torch_save(const std::string& bytes, const std::string& nam
   }
 }
 
-inline py_value read_torch_save(const std::filesystem::path& path) {
+TP_DECL py_value read_torch_save(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw checkpoint_error(path.string() + ": cannot be opened");
   std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
@@ -566,13 +585,7 @@ inline py_value read_torch_save(const std::filesystem::path& path) {
   return read_torch_save(bytes, path.string());
 }
 
-// The bytes torch.save would write for `value` (dicts, lists, tuples, numbers, strings, tensors).
-// LibTorch's pickle_save tags every dict and list with torch.jit._pickle.restore_type_tag, a
-// global that PyTorch 2.6's torch.load (weights_only by default) refuses; this pickler writes
-// them untagged, as Python's own pickler does. Lists must be lists of Any (GenericList with
-// AnyType): a c10::List<int64_t>, <double>, <bool> or <Tensor> pickles through
-// torch.jit._pickle.build_intlist and its kin, refused the same way.
-inline std::vector<char> torch_save_bytes(const c10::IValue& value) {
+TP_DECL std::vector<char> torch_save_bytes(const c10::IValue& value) {
   std::vector<char> pickle;
   torch::jit::Pickler pickler([&](const char* data, std::size_t n) { pickle.insert(pickle.end(), data, data + n); }, nullptr, nullptr,
                               nullptr, nullptr, /*tag_aggregates=*/false);
@@ -598,3 +611,4 @@ inline std::vector<char> torch_save_bytes(const c10::IValue& value) {
 }
 
 }  // namespace tp::detail
+#endif

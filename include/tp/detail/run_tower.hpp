@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <tp/batch.hpp>
+#include <tp/compiled_part.hpp>
 #include <tp/detail/phase_marker.hpp>
 #include <tp/precision.hpp>
 #include <tp/tower_context.hpp>
@@ -31,9 +32,8 @@ auto next_batch_on(Input& input, torch::Device device) {
   return to_device(input.next_batch(), device);
 }
 
-inline std::string tower_name(const TowerContext& ctx) {
-  return "tower " + std::to_string(ctx.index) + " (" + ctx.device.str() + ")";
-}
+// "tower 0 (cpu)", for messages.
+TP_DECL std::string tower_name(const TowerContext& ctx);
 
 // The cost of one tower on one batch; throws std::runtime_error naming the tower, the batch's
 // shapes and LibTorch's own message when the tower function fails (typically: a batch whose
@@ -74,3 +74,9 @@ torch::Tensor run_tower(Tower& tower, const TowerContext& ctx, Model& model, con
 }
 
 }  // namespace tp::detail
+
+#if TP_DEFINE_COMPILED_PART
+namespace tp::detail {
+TP_DECL std::string tower_name(const TowerContext& ctx) { return "tower " + std::to_string(ctx.index) + " (" + ctx.device.str() + ")"; }
+}  // namespace tp::detail
+#endif

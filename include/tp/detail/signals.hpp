@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <tp/compiled_part.hpp>
+
 namespace tp::detail {
 
 static_assert(std::atomic<int>::is_always_lock_free, "tp's signal handler needs a lock-free atomic int");
@@ -33,26 +35,8 @@ inline void record_stop_signal(int signal) noexcept {
 
 class signal_scope {
  public:
-  explicit signal_scope(const std::vector<int>& signals) {
-    std::lock_guard lock(registry().mutex);
-    if (registry().scopes++ > 0) return;
-    received_stop_signal.store(0);
-    for (const int signal : signals) {
-      struct sigaction previous {};
-      if (::sigaction(signal, nullptr, &previous) != 0 || previous.sa_handler == SIG_IGN) continue;
-      struct sigaction action {};
-      action.sa_handler = record_stop_signal;
-      sigemptyset(&action.sa_mask);
-      action.sa_flags = SA_RESTART | (signal == SIGINT ? SA_RESETHAND : 0);
-      if (::sigaction(signal, &action, nullptr) == 0) registry().installed.push_back({signal, previous});
-    }
-  }
-  ~signal_scope() {
-    std::lock_guard lock(registry().mutex);
-    if (--registry().scopes > 0) return;
-    for (const auto& [signal, previous] : registry().installed) ::sigaction(signal, &previous, nullptr);
-    registry().installed.clear();
-  }
+  explicit signal_scope(const std::vector<int>& signals);
+  ~signal_scope();
   signal_scope(const signal_scope&) = delete;
   signal_scope& operator=(const signal_scope&) = delete;
 
@@ -75,5 +59,32 @@ class signal_scope {
   }
 };
 
-// Checks a list of signals that may stop training: each must be a signal a process can catch.
 }  // namespace tp::detail
+
+#if TP_DEFINE_COMPILED_PART
+namespace tp::detail {
+
+TP_DECL signal_scope::signal_scope(const std::vector<int>& signals) {
+  std::lock_guard lock(registry().mutex);
+  if (registry().scopes++ > 0) return;
+  received_stop_signal.store(0);
+  for (const int signal : signals) {
+    struct sigaction previous {};
+    if (::sigaction(signal, nullptr, &previous) != 0 || previous.sa_handler == SIG_IGN) continue;
+    struct sigaction action {};
+    action.sa_handler = record_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART | (signal == SIGINT ? SA_RESETHAND : 0);
+    if (::sigaction(signal, &action, nullptr) == 0) registry().installed.push_back({signal, previous});
+  }
+}
+
+TP_DECL signal_scope::~signal_scope() {
+  std::lock_guard lock(registry().mutex);
+  if (--registry().scopes > 0) return;
+  for (const auto& [signal, previous] : registry().installed) ::sigaction(signal, &previous, nullptr);
+  registry().installed.clear();
+}
+
+}  // namespace tp::detail
+#endif

@@ -14,27 +14,51 @@
 // Loading is all or nothing: every group, key, shape and type is checked against this
 // optimizer first, and a file of another optimizer (SGD's state into Adam) is an error naming
 // what does not fit. Python keeps `step` as a float32 tensor; so does tp here, exact up to 2^24.
+#include <optional>
+#include <string>
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+#include <torch/optim/optimizer.h>
+
+#include <tp/compiled_part.hpp>
+#include <tp/detail/python_pickle.hpp>
+
+namespace tp::optim {
+
+namespace detail {
+using dict = c10::impl::GenericDict;
+inline dict new_dict() { return dict(c10::StringType::get(), c10::AnyType::get()); }
+}  // namespace detail
+
+// The name torch.optim gives this optimizer ("Adam"), or nothing when it has no Python twin.
+TP_DECL std::optional<std::string> torch_optim_name(const torch::optim::Optimizer& optimizer);
+
+// The optimizer's state as torch.optim's state_dict(), or nothing when it has no Python twin.
+TP_DECL std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Optimizer& optimizer);
+
+// Loads torch.optim's state_dict() (as read from a torch.save file) into `optimizer`, all or
+// nothing; `source` names the file in errors. Throws checkpoint_error.
+TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const tp::detail::py_value& saved, const std::string& source);
+
+}  // namespace tp::optim
+
+#if TP_DEFINE_COMPILED_PART
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
-#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
-#include <ATen/core/ivalue.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
-#include <torch/optim/optimizer.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
 #include <tp/checkpoint_error.hpp>
-#include <tp/detail/python_pickle.hpp>
 #include <tp/optim/checks.hpp>
 #include <tp/optim/nadam.hpp>
 #include <tp/optim/radam.hpp>
@@ -43,8 +67,7 @@ namespace tp::optim {
 
 namespace detail {
 
-using dict = c10::impl::GenericDict;
-inline dict new_dict() { return dict(c10::StringType::get(), c10::AnyType::get()); }
+
 
 // Reads one param group or one parameter's state, naming what is missing or of the wrong kind.
 class py_fields {
@@ -286,15 +309,13 @@ bool visit_family(const torch::optim::Optimizer& optimizer, F&& f) {
 
 }  // namespace detail
 
-// The name torch.optim gives this optimizer ("Adam"), or nothing when it has no Python twin.
-inline std::optional<std::string> torch_optim_name(const torch::optim::Optimizer& optimizer) {
+TP_DECL std::optional<std::string> torch_optim_name(const torch::optim::Optimizer& optimizer) {
   std::optional<std::string> name;
   detail::visit_family(optimizer, [&](auto family) { name = decltype(family)::name; });
   return name;
 }
 
-// The optimizer's state as torch.optim's state_dict(), or nothing when it has no Python twin.
-inline std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Optimizer& optimizer) {
+TP_DECL std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Optimizer& optimizer) {
   std::optional<c10::IValue> out;
   detail::visit_family(optimizer, [&](auto family) {
     using family_t = decltype(family);
@@ -327,9 +348,7 @@ inline std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Optim
   return out;
 }
 
-// Loads torch.optim's state_dict() (as read from a torch.save file) into `optimizer`, all or
-// nothing; `source` names the file in errors. Throws checkpoint_error.
-inline void load_torch_optim_state(torch::optim::Optimizer& optimizer, const tp::detail::py_value& saved, const std::string& source) {
+TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const tp::detail::py_value& saved, const std::string& source) {
   const bool known = detail::visit_family(optimizer, [&](auto family) {
     using family_t = decltype(family);
     const std::string kind = family_t::name;
@@ -386,3 +405,4 @@ inline void load_torch_optim_state(torch::optim::Optimizer& optimizer, const tp:
 }
 
 }  // namespace tp::optim
+#endif

@@ -7,6 +7,8 @@
 #include <torch/types.h>
 
 #include <tp/batch.hpp>
+
+#include <tp/compiled_part.hpp>
 #include <tp/concepts/tower.hpp>
 #include <tp/detail/micro_batches.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
@@ -21,16 +23,7 @@ class SingleDevice : public detail::policy_base<SingleDevice> {
  public:
   static constexpr const char* policy_name = "SingleDevice";
 
-  explicit SingleDevice(torch::Device device = torch::kCPU) : device_(device) {
-    if (device_.is_cuda() && !torch::cuda::is_available())
-      throw std::invalid_argument("tp::SingleDevice: device " + device_.str() +
-                                  " was asked for, but this LibTorch has no usable CUDA device; "
-                                  "use torch::kCPU or SingleDevice::best_available()");
-    if (device_.is_cuda() && device_.has_index() &&
-        device_.index() >= static_cast<int>(torch::cuda::device_count()))
-      throw std::invalid_argument("tp::SingleDevice: device " + device_.str() + " does not exist; " +
-                                  std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
-  }
+  explicit SingleDevice(torch::Device device = torch::kCPU);
 
   // The first GPU if LibTorch can use one, the CPU otherwise.
   static SingleDevice best_available() {
@@ -87,3 +80,20 @@ class SingleDevice : public detail::policy_base<SingleDevice> {
 };
 
 }  // namespace tp
+
+#if TP_DEFINE_COMPILED_PART
+namespace tp {
+
+TP_DECL SingleDevice::SingleDevice(torch::Device device) : device_(device) {
+  if (device_.is_cuda() && !torch::cuda::is_available())
+    throw std::invalid_argument("tp::SingleDevice: device " + device_.str() +
+                                " was asked for, but this LibTorch has no usable CUDA device; "
+                                "use torch::kCPU or SingleDevice::best_available()");
+  if (device_.is_cuda() && device_.has_index() &&
+      device_.index() >= static_cast<int>(torch::cuda::device_count()))
+    throw std::invalid_argument("tp::SingleDevice: device " + device_.str() + " does not exist; " +
+                                std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+}
+
+}  // namespace tp
+#endif
