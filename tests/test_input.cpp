@@ -278,7 +278,7 @@ TEST(QueueInput, AnEmptyDataflowIsAClearError) {
     queue.next_batch();
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("gave no datapoint in a whole pass"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tp::QueueInput: the dataflow gave no datapoint in pass 1; check that the dataset is not empty"), std::string::npos) << e.what();
   }
 }
 

@@ -195,9 +195,9 @@ class QueueInput {
     if (std::exchange(s.resuming, false)) {
       // A pass restored at its very end is empty: the next one starts.
     } else if (*s.read == *s.end)
-      throw std::runtime_error("tp::QueueInput: the dataflow gave no datapoint in a whole pass; check that the "
-                               "dataset is not empty (and, with batch(n, drop_remainder), that it holds at least n "
-                               "datapoints)");
+      throw std::runtime_error("tp::QueueInput: the dataflow gave no datapoint in pass " + std::to_string(s.pass) +
+                               "; check that the dataset is not empty (and, with batch(n, drop_remainder), that it "
+                               "holds at least n datapoints)");
     for (; s.skip > 0; --s.skip, ++s.offset, ++*s.read)
       if (*s.read == *s.end) throw std::invalid_argument("tp::QueueInput::restore: the saved position is past the end of its pass; the dataflow is not the one the position was saved from");
     std::lock_guard lock(s.mutex);
