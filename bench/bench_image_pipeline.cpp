@@ -5,7 +5,7 @@
 //   tp       image_folder(ROOT) | shuffle | decode_images(transforms: random_resized_crop(SIZE),
 //            random_horizontal_flip, normalize; THREADS threads) | batch(64): what training reads
 //   decode   the limit: each of THREADS threads reads its share of the same files and decodes
-//            each at full size to RGB with TurboJPEG's tjDecompress2, nothing else
+//            each at full size to RGB with libjpeg-turbo (jpeg_read_scanlines), nothing else
 //   inline   the same transforms and batches of 64 in this one thread, without decode_images'
 //            worker threads: what the hand-offs between threads cost, by difference
 //   overhead the transforms alone on one file held in memory, in this thread: microseconds per
@@ -18,11 +18,14 @@
 // The clock starts after the first batch (or the first 64 images), so thread start-up and the
 // first reads of cold files are not counted; the run stops at the first batch after SECONDS.
 #include <malloc.h>
-#include <turbojpeg.h>
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -95,17 +98,28 @@ double run_decode(const std::string& root, int threads, double seconds) {
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
-      tjhandle handle = tjInitDecompress();
+      jpeg_decompress_struct info;
+      jpeg_error_mgr errors;
+      info.err = jpeg_std_error(&errors);  // the files are whole: an error ends the program
+      jpeg_create_decompress(&info);
       std::vector<unsigned char> pixels;
       for (std::size_t i = std::size_t(t); !stop; i = (i + std::size_t(threads)) % paths.size()) {
         const auto bytes = tp::data::read_file(paths[i]);
-        int w = 0, h = 0, subsamp = 0, colorspace = 0;
-        if (tjDecompressHeader3(handle, bytes.data(), bytes.size(), &w, &h, &subsamp, &colorspace) != 0) std::abort();
-        pixels.resize(std::size_t(w) * h * 3);
-        if (tjDecompress2(handle, bytes.data(), bytes.size(), pixels.data(), w, 0, h, TJPF_RGB, 0) != 0) std::abort();
+        jpeg_mem_src(&info, bytes.data(), static_cast<unsigned long>(bytes.size()));
+        jpeg_read_header(&info, TRUE);
+        info.out_color_space = JCS_RGB;
+        jpeg_start_decompress(&info);
+        const std::size_t row = std::size_t(info.output_width) * 3;
+        pixels.resize(row * info.output_height);
+        while (info.output_scanline < info.output_height) {
+          JSAMPROW rows[16];
+          for (unsigned k = 0; k < 16; ++k) rows[k] = pixels.data() + row * std::min(info.output_scanline + k, info.output_height - 1);
+          jpeg_read_scanlines(&info, rows, std::min(16u, info.output_height - info.output_scanline));
+        }
+        jpeg_finish_decompress(&info);
         if (started) ++images;
       }
-      tjDestroy(handle);
+      jpeg_destroy_decompress(&info);
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // as tp's first batch: warm
   started = true;

@@ -11,7 +11,7 @@ packages=(
   librange-v3-dev       # dataflows
   zlib1g-dev            # gzip IDX files
   libpng-dev            # TensorBoard images, PNG decoding
-  libturbojpeg0-dev     # JPEG decoding (<tp/images.hpp>)
+  libjpeg62-turbo-dev   # JPEG decoding (<tp/images.hpp>)
   libarchive-dev        # tar shards (<tp/images.hpp>)
   python3-pil           # decodes those images in the tests
   nlohmann-json3-dev    # stats.json

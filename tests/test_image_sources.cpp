@@ -373,6 +373,60 @@ TEST(DecodeImages, ATarPositionMidPassRefusesAnotherWorldSizeAndChangesNothing) 
   EXPECT_EQ(ids_of(drain(resumed, 2), 1), (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}));  // the next pass, whole
 }
 
+// Tensors that lie one after the other in memory made to be batched in place (decode_images'
+// batches) are batched as a view of it; any others are stacked into new memory, so that a
+// batch never aliases a user's data. The values are the same either way.
+TEST(DecodeImages, CollatingAdjacentTensorsOfABatchBufferCopiesNothing) {
+  const auto pool = std::make_shared<tp::data::detail::buffer_pool>();
+  auto buffer = pool->take({4, 2, 3}, torch::kFloat);
+  buffer.copy_(torch::arange(24, torch::kFloat).view({4, 2, 3}));
+  const tp::data::collate_fn collate;
+  auto in_place = collate({buffer[0], buffer[1], buffer[2]});
+  EXPECT_EQ(in_place.data_ptr(), buffer.data_ptr());
+  EXPECT_TRUE(torch::equal(in_place, buffer.slice(0, 0, 3)));
+  EXPECT_TRUE(in_place.is_contiguous());
+  const auto users = buffer.clone();  // the same values in a user's tensor
+  for (const auto& items : {std::vector<torch::Tensor>{buffer[1], buffer[0]}, std::vector<torch::Tensor>{buffer[0], buffer[2]},
+                            std::vector<torch::Tensor>{buffer[0], buffer[1].clone()}, std::vector<torch::Tensor>{users[0], users[1]}}) {
+    const auto stacked = collate(items);
+    EXPECT_TRUE(torch::equal(stacked, torch::stack(items)));
+    EXPECT_NE(stacked.data_ptr(), items[0].data_ptr());
+  }
+  // The memory goes back to the pool when the last view of it goes, and serves the next buffer.
+  const auto* memory = buffer.data_ptr();
+  buffer = torch::Tensor();
+  EXPECT_NE(pool->take({4, 2, 3}, torch::kFloat).data_ptr(), memory);  // in_place still holds it
+  const auto* held = in_place.data_ptr();
+  in_place = torch::Tensor();
+  EXPECT_EQ(pool->take({24}, torch::kFloat).data_ptr(), held);
+}
+
+// batch(n) right after decode_images: each batch's images are decoded into one buffer. Batches
+// kept hold what the transforms made of their files while later ones are made, share no memory
+// with one another, and the last, shorter batch of a pass is right too.
+TEST(DecodeImages, BatchesDecodedInPlaceHoldTheirOwnImages) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  for (int threads : {1, 2}) {
+    auto flow = folder | tp::data::decode_images(augment(), threads, 7) | tp::data::batch(5);
+    for (std::uint64_t pass = 0; pass < 2; ++pass) {
+      std::vector<torch::data::Example<>> held;
+      for (const auto& b : flow) held.push_back(b);
+      ASSERT_EQ(held.size(), 5u);
+      EXPECT_EQ(held.back().data.size(0), 4);
+      held[0].data.fill_(-100);  // a batch is its own: the others do not change
+      std::size_t i = 5;
+      for (std::size_t k = 1; k < held.size(); ++k)
+        for (std::int64_t j = 0; j < held[k].data.size(0); ++j, ++i) {
+          const auto& file = folder[i];
+          const auto expected = augment()(tp::data::read_file(file.path), file.path, tp::data::example_seed(7, pass, std::uint64_t(file.id)));
+          EXPECT_TRUE(torch::equal(held[k].data[j], expected)) << file.path << " pass " << pass;
+          EXPECT_EQ(held[k].target[j].item<std::int64_t>(), file.label);
+        }
+      EXPECT_EQ(i, 24u);
+    }
+  }
+}
+
 TEST(DecodeImages, ABadFileIsAnErrorNamingItOrASkipCountedEachPass) {
   TempDir dir("decode_bad");
   fs::copy(images() / "train", dir.path, fs::copy_options::recursive);

@@ -2,7 +2,9 @@
 // transforms: torchvision's crop sampling, PIL's bilinear resampling, flips, normalization.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -50,6 +52,14 @@ for name in ['rgb.jpg', 'grey.jpg', 'rgb.png', 'grey.png', 'palette.png', 'rgba.
     im = Image.open(d + '/' + name)
     if name.endswith('.jpg'): im.draft('L', im.size)  # the luma plane, as TurboJPEG's grey output
     open(d + '/' + name + '.l', 'wb').write(im.convert('L').tobytes())
+photo = pattern(200, 150)  # larger than a few iMCUs, in every layout libjpeg decodes in parts differently
+photo.save(d + '/p420.jpg', quality=90)
+photo.save(d + '/p422.jpg', quality=90, subsampling=1)
+photo.save(d + '/p444.jpg', quality=90, subsampling=0)
+photo.save(d + '/pprog.jpg', quality=90, progressive=True)
+photo.convert('L').save(d + '/pgrey.jpg', quality=90)
+for name in ['p420.jpg', 'p422.jpg', 'p444.jpg', 'pprog.jpg', 'pgrey.jpg']:
+    Image.open(d + '/' + name).save(d + '/' + name + '.png')  # PIL's decode, which is ours, losslessly
 im = Image.open(d + '/big.jpg'); im.draft('RGB', (16, 12))
 assert im.size == (16, 12), im.size
 open(d + '/big.jpg.16x12.rgb', 'wb').write(im.convert('RGB').tobytes())
@@ -159,6 +169,16 @@ TEST(ImageDecode, BadFilesAreErrorsNamingTheFile) {
   for (std::size_t i = jpeg.size() / 3; i < jpeg.size() / 3 + 40; ++i) scrambled_bytes[i] = std::uint8_t(i * 37);
   const auto scrambled = write("scrambled.jpg", scrambled_bytes);
   bad_file_message(scrambled, [&] { decode(scrambled); });
+  // Cut below the rows a crop reads: its end marker is missing, so the rest is decoded to check.
+  const auto photo = bytes_of("p420.jpg");
+  const auto cut_low = write("cut_low.jpg", {photo.begin(), photo.begin() + std::ptrdiff_t(photo.size() * 4 / 5)});
+  const auto top_rows = [&] {
+    std::vector<std::uint8_t> pixels;
+    const auto bytes = tp::data::read_file(cut_low);
+    tp::data::detail::jpeg_decode(bytes, cut_low, tp::data::detail::jpeg_header(bytes, cut_low), 8, true,
+                                  tp::data::detail::pixel_region{0, 0, 16, 16}, pixels);
+  };
+  contains(bad_file_message(cut_low, top_rows), "corrupt or truncated JPEG");
   const auto headless = write("headless.jpg", {jpeg.begin(), jpeg.begin() + 20});
   contains(bad_file_message(headless, [&] { tp::data::read_header(tp::data::read_file(headless), headless); }), "JPEG");
 
@@ -184,6 +204,45 @@ TEST(ImageDecode, BadFilesAreErrorsNamingTheFile) {
   contains(bad_file_message(missing, [&] { tp::data::read_file(missing); }), "cannot open");
   // Bytes given directly may be empty too.
   contains(bad_file_message("x.jpg", [&] { tp::data::decode({}, "x.jpg", color::rgb); }), "empty");
+}
+
+// The region asked of a JPEG (libjpeg's crop and skip, widened to whole iMCUs) has the pixels
+// of the whole decode, in every chroma layout, progressive or not, at full and at reduced scale.
+TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
+  for (std::string name : {"p420.jpg", "p422.jpg", "p444.jpg", "pprog.jpg", "pgrey.jpg"})
+    for (int num : {8, 4}) {
+      const auto bytes = bytes_of(name);
+      const auto info = tp::data::detail::jpeg_header(bytes, name);
+      std::vector<std::uint8_t> whole, part;
+      const auto w = tp::data::detail::jpeg_decode(bytes, name, info, num, true, std::nullopt, whole);
+      EXPECT_EQ(w.height, tp::data::detail::jpeg_scaled(150, num));
+      for (const auto& r : std::vector<tp::data::detail::pixel_region>{{0, 0, 10, 10}, {37, 53, 61, 140}, {70, 3, 75, 5}, {20, 150, 150, 200}}) {
+        tp::data::detail::pixel_region region{r.top * num / 8, r.left * num / 8, r.bottom * num / 8, r.right * num / 8};
+        const auto p = tp::data::detail::jpeg_decode(bytes, name, info, num, true, region, part);
+        ASSERT_LE(p.left, region.left);
+        ASSERT_GE(p.left + p.width, std::min(region.right, w.width));
+        ASSERT_EQ(p.top, region.top);
+        ASSERT_EQ(p.height, region.bottom - region.top);
+        const std::int64_t right = std::min(region.right, w.width);
+        int wrong = 0;
+        for (std::int64_t y = 0; y < p.height; ++y)
+          wrong += std::memcmp(&part[std::size_t((y * p.width + region.left - p.left) * 3)],
+                               &whole[std::size_t(((p.top + y) * w.width + region.left) * 3)], std::size_t((right - region.left) * 3)) != 0;
+        EXPECT_EQ(wrong, 0) << name << " at " << num << "/8, rows " << region.top << "..." << region.bottom;
+      }
+    }
+}
+
+// The transforms decode only about their crop of a JPEG: the same result as from the whole
+// image (its lossless PNG copy), bitwise, for growing and shrinking crops, flipped, normalized.
+TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
+  for (std::string name : {"p420.jpg", "p444.jpg", "pprog.jpg", "pgrey.jpg"})
+    for (std::uint64_t seed = 0; seed < 12; ++seed) {
+      const auto grow = tp::data::transforms().scaled_decode(false).random_resized_crop(120, 160).random_horizontal_flip();
+      const auto shrink = tp::data::transforms().scaled_decode(false).random_resized_crop(30, 40).normalize({0.5}, {0.25});
+      for (const auto& t : {grow, shrink})
+        EXPECT_TRUE(torch::equal(t(bytes_of(name), name, seed), t(bytes_of(name + ".png"), name, seed))) << name << " seed " << seed;
+    }
 }
 
 TEST(ImageDecode, ManyThreadsDecodeAtOnce) {

@@ -22,9 +22,27 @@
 
 namespace tp::data {
 
-// Stacks datapoints along a new first dimension: tensors, Examples, and tuples of them.
+namespace detail {
+
+// Memory made to be batched in place (decode_images writes a batch's images into one buffer):
+// the context of its DataPtr derives from batch_memory, and free_batch_memory is its deleter.
+// That is how collate_fn tells it from a user's tensors, whose rows it copies, so that a batch
+// never aliases the data it came from.
+struct batch_memory {
+  virtual ~batch_memory() = default;
+};
+inline void free_batch_memory(void* context) { delete static_cast<batch_memory*>(context); }
+
+}  // namespace detail
+
+// Stacks datapoints along a new first dimension: tensors, Examples, and tuples of them. Tensors
+// that lie one after the other in memory made to be batched in place (detail::batch_memory)
+// become a view of it: nothing is copied.
 struct collate_fn {
-  torch::Tensor operator()(const std::vector<torch::Tensor>& items) const { return torch::stack(items); }
+  torch::Tensor operator()(const std::vector<torch::Tensor>& items) const {
+    if (const auto view = adjacent(items); view.defined()) return view;
+    return torch::stack(items);
+  }
 
   template <class Data, class Target>
   torch::data::Example<Data, Target> operator()(const std::vector<torch::data::Example<Data, Target>>& items) const {
@@ -37,6 +55,29 @@ struct collate_fn {
       target.push_back(item.target);
     }
     return {(*this)(data), (*this)(target)};
+  }
+
+ private:
+  // [n, ...] over the items' own memory when it was made to be batched in place and they are
+  // contiguous tensors of one type and sizes, each starting where the one before it ends;
+  // undefined otherwise.
+  static torch::Tensor adjacent(const std::vector<torch::Tensor>& items) {
+    if (items.empty() || !items[0].defined() || !items[0].has_storage() || !items[0].is_contiguous() ||
+        items[0].storage().data_ptr().get_deleter() != &detail::free_batch_memory)
+      return {};
+    const auto& first = items[0];
+    const auto bytes = static_cast<std::ptrdiff_t>(first.nbytes());
+    const auto* start = static_cast<const char*>(first.data_ptr());
+    for (std::size_t i = 1; i < items.size(); ++i) {
+      const auto& t = items[i];
+      if (!t.defined() || !t.has_storage() || !t.storage().is_alias_of(first.storage()) || t.scalar_type() != first.scalar_type() ||
+          t.sizes() != first.sizes() || !t.is_contiguous() || static_cast<const char*>(t.data_ptr()) != start + bytes * std::ptrdiff_t(i))
+        return {};
+    }
+    std::vector<std::int64_t> sizes{static_cast<std::int64_t>(items.size())}, strides{first.numel()};
+    sizes.insert(sizes.end(), first.sizes().begin(), first.sizes().end());
+    strides.insert(strides.end(), first.strides().begin(), first.strides().end());
+    return first.as_strided(sizes, strides);
   }
 };
 
@@ -131,7 +172,10 @@ struct batch {
   friend auto operator|(Source&& source, batch b) {
     using S = std::remove_cvref_t<Source>;
     static_assert(ranges::input_range<S>, "tp::data::batch needs a range of datapoints on its left");
-    return batched_view<S, Collate>(std::forward<Source>(source), b.size, b.rest, std::move(b.collate));
+    batched_view<S, Collate> view(std::forward<Source>(source), b.size, b.rest, std::move(b.collate));
+    if constexpr (std::is_same_v<Collate, collate_fn> && requires(S& s) { s.batch_in_place(std::int64_t{}); })
+      view.base().batch_in_place(b.size);  // decode_images: the examples of a batch land in one buffer
+    return view;
   }
 };
 

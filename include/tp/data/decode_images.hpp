@@ -16,6 +16,11 @@
 //   and the pass only, not on threads, timing, rank or where a pass was resumed, so a resumed run
 //   makes the same crops. The view counts its passes (data/state.hpp), so that the dataflow's
 //   saved state brings the pass number back.
+// - Batches: with batch(n) right below it (and f a transforms, or any f that also takes an
+//   `into`), each n consecutive examples are decoded into one buffer, which batch's collate_fn
+//   then takes as it is instead of copying n images into a new tensor; the buffers are reused
+//   once their batch is freed. A skipped file shifts the batches off their buffers: those are
+//   then stacked as usual.
 // - Bytes: a file whose `bytes` are empty is read in the worker thread (image_folder's); a tar
 //   shard's record arrives read. Workers take files in chunks of 8 consecutive ones
 //   (files_per_chunk): a hand-off per small image cost more than its decoding.
@@ -29,9 +34,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <iterator>
+#include <memory>
+#include <new>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -47,6 +57,7 @@
 #include <torch/data/example.h>
 #include <torch/types.h>
 
+#include <tp/data/batch.hpp>
 #include <tp/data/image/bad_file.hpp>
 #include <tp/data/image/decode.hpp>
 #include <tp/data/image/example_random.hpp>
@@ -60,9 +71,97 @@ enum class bad_files { fail, skip };
 
 namespace detail {
 
+// Memory for batches, kept for the next ones when a batch is freed: a batch of 64 float
+// 224 x 224 x 3 images is 38 MiB, which the C library would otherwise give back to the kernel
+// and fault in again page by page for the next batch (a third of the time at that size).
+class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
+ public:
+  static constexpr std::size_t kept = 8;  // free buffers kept; more are given back
+
+  ~buffer_pool() {
+    for (auto& b : free_) std::free(b.data);
+  }
+  // A CPU tensor of these sizes and type, in memory made to be batched in place (batch.hpp's
+  // batch_memory), which comes back here when the last tensor using it is freed.
+  torch::Tensor take(torch::IntArrayRef sizes, torch::ScalarType type) {
+    std::int64_t count = 1;
+    for (auto s : sizes) count *= s;
+    const std::size_t bytes = (std::size_t(count) * c10::elementSize(type) + 63) / 64 * 64;
+    void* data = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it)  // the last freed first: still in the caches
+        if (it->bytes == bytes) {
+          data = it->data;
+          free_.erase(std::next(it).base());
+          break;
+        }
+    }
+    if (!data) data = std::aligned_alloc(64, bytes);
+    if (!data) throw std::bad_alloc();
+    auto* owner = new pooled(shared_from_this(), data, bytes);
+    c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, c10::DataPtr(data, owner, &free_batch_memory, c10::Device(c10::kCPU)),
+                         nullptr, false);
+    return torch::empty({0}, torch::TensorOptions(type)).set_(storage, 0, sizes);
+  }
+
+ private:
+  struct buffer {
+    void* data;
+    std::size_t bytes;
+  };
+  struct pooled : batch_memory {
+    pooled(std::shared_ptr<buffer_pool> p, void* d, std::size_t b) : pool(std::move(p)), data(d), bytes(b) {}
+    ~pooled() override { pool->give_back(data, bytes); }
+    std::shared_ptr<buffer_pool> pool;
+    void* data;
+    std::size_t bytes;
+  };
+  void give_back(void* data, std::size_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < kept) {
+        free_.push_back({data, bytes});
+        return;
+      }
+    }
+    std::free(data);
+  }
+
+  std::mutex mutex_;
+  std::vector<buffer> free_;
+};
+
+// n examples that a batch(n) downstream will take together, decoded into one buffer [n, ...]:
+// then collate_fn's stack finds them adjacent and copies nothing (batch.hpp). The buffer is
+// made by the first image to be ready, with its sizes and type; an image of other sizes or
+// type (a transform that does not crop to one size) gets a tensor of its own.
+class batch_slab {
+ public:
+  batch_slab(std::int64_t slots, std::shared_ptr<buffer_pool> pool) : slots_(slots), pool_(std::move(pool)) {}
+  torch::Tensor slot(std::int64_t i, torch::IntArrayRef sizes, torch::ScalarType type) {
+    std::lock_guard lock(mutex_);
+    if (!buffer_.defined()) {
+      std::vector<std::int64_t> all{slots_};
+      all.insert(all.end(), sizes.begin(), sizes.end());
+      buffer_ = pool_->take(all, type);
+    }
+    if (buffer_.scalar_type() != type || buffer_.sizes().slice(1) != sizes) return {};
+    return buffer_.select(0, i);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::int64_t slots_;
+  std::shared_ptr<buffer_pool> pool_;
+  torch::Tensor buffer_;
+};
+
 struct decode_job {
   image_file file;
   std::uint64_t seed = 0;
+  std::shared_ptr<batch_slab> slab;  // with batch_in_place
+  std::int64_t slot = 0;
 };
 // What became of one file: an example, or why it was skipped, or the exception to rethrow at its
 // place in the order.
@@ -87,8 +186,9 @@ class seeded_chunks : public ranges::view_base {
     using iterator_concept = std::input_iterator_tag;
 
     iterator() = default;
-    iterator(ranges::iterator_t<Source> it, ranges::sentinel_t<Source> end, std::uint64_t seed, std::uint64_t pass)
-        : it_(std::move(it)), end_(std::move(end)), seed_(seed), pass_(pass) {
+    iterator(ranges::iterator_t<Source> it, ranges::sentinel_t<Source> end, std::uint64_t seed, std::uint64_t pass,
+             std::int64_t slab_size, std::shared_ptr<buffer_pool> pool)
+        : it_(std::move(it)), end_(std::move(end)), seed_(seed), pass_(pass), slab_size_(slab_size), pool_(std::move(pool)) {
       fill();
     }
     // The chunk is moved out: only parallel_map reads this view, once per datapoint, then
@@ -107,26 +207,42 @@ class seeded_chunks : public ranges::view_base {
       for (; chunk_.size() < files_per_chunk && !(it_ == end_); ++it_) {
         image_file file = *it_;
         const auto id = static_cast<std::uint64_t>(file.id);
-        chunk_.push_back({std::move(file), example_seed(seed_, pass_, id)});
+        decode_job job{std::move(file), example_seed(seed_, pass_, id), nullptr, 0};
+        if (slab_size_ > 0) {  // a new buffer every slab_size_ files, from the first one of this begin()
+          if (next_slot_ == 0) slab_ = std::make_shared<batch_slab>(slab_size_, pool_);
+          job.slab = slab_;
+          job.slot = next_slot_;
+          next_slot_ = (next_slot_ + 1) % slab_size_;
+        }
+        chunk_.push_back(std::move(job));
       }
     }
 
     ranges::iterator_t<Source> it_{};
     ranges::sentinel_t<Source> end_{};
     std::uint64_t seed_ = 0, pass_ = 0;
+    std::int64_t slab_size_ = 0, next_slot_ = 0;
+    std::shared_ptr<buffer_pool> pool_;
+    std::shared_ptr<batch_slab> slab_;
     mutable std::vector<decode_job> chunk_;
   };
 
   seeded_chunks() = default;
   seeded_chunks(Source source, std::uint64_t seed) : source_(std::move(source)), seed_(seed) {}
-  iterator begin() { return iterator(ranges::begin(source_), ranges::end(source_), seed_, pass_); }
+  iterator begin() { return iterator(ranges::begin(source_), ranges::end(source_), seed_, pass_, slab_size_, pool_); }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
   void set_pass(std::uint64_t pass) noexcept { pass_ = pass; }
+  void set_slab_size(std::int64_t n) {
+    slab_size_ = n;
+    if (!pool_) pool_ = std::make_shared<buffer_pool>();
+  }
 
  private:
   Source source_;
   std::uint64_t seed_ = 0, pass_ = 0;
+  std::int64_t slab_size_ = 0;
+  std::shared_ptr<buffer_pool> pool_;  // shared by copies: buffers go back to whichever is alive
 };
 
 // What each worker thread runs (its own copy of f), on a chunk of files.
@@ -140,7 +256,16 @@ struct decode_worker {
       auto& job = jobs[i];
       try {
         const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
-        torch::Tensor image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed);
+        torch::Tensor image;
+        using output = std::function<torch::Tensor(torch::IntArrayRef, torch::ScalarType)>;
+        if constexpr (std::is_invocable_r_v<torch::Tensor, F&, std::span<const std::uint8_t>, const std::string&, std::uint64_t,
+                                            const output&>) {
+          if (job.slab) {
+            const output into = [&job](torch::IntArrayRef sizes, torch::ScalarType type) { return job.slab->slot(job.slot, sizes, type); };
+            image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed, into);
+          }
+        }
+        if (!image.defined()) image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed);
         results[i].example.emplace(std::move(image), torch::scalar_tensor(job.file.label, torch::kLong));
       } catch (const bad_file& e) {
         if (on_bad == bad_files::fail) results[i].error = std::current_exception();
@@ -234,6 +359,11 @@ class decoded_view : public ranges::view_base {
   }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return inner_.base().base(); }
+
+  // batch(n) right below says it takes n examples at a time: they are decoded into one buffer
+  // each, so that batching them copies nothing (when f can write into a given tensor, as
+  // transforms can, and the images of a batch have the same sizes).
+  void batch_in_place(std::int64_t n) { inner_.base().set_slab_size(n); }
 
   std::uint64_t passes() const noexcept { return passes_; }
   void set_passes(std::uint64_t passes) noexcept { passes_ = passes; }

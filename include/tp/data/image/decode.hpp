@@ -1,5 +1,5 @@
 #pragma once
-// Decoding of one image file: JPEG through libjpeg-turbo's TurboJPEG API, PNG through libpng,
+// Decoding of one image file: JPEG through libjpeg-turbo (its libjpeg API), PNG through libpng,
 // told apart by their first bytes, into a uint8 tensor [C, H, W] with C = 1 (color::grey) or 3
 // (color::rgb).
 //
@@ -19,19 +19,24 @@
 // - at_least = {h, w}: a JPEG is decoded at the smallest of libjpeg-turbo's scaling factors (k/8,
 //   k = 1..8) whose output is still at least h x w; the IDCT then does the shrinking, several
 //   times faster than decoding at full size. PNGs ignore it.
-// - Thread-safe: each thread keeps its own TurboJPEG handle; libpng state lives per call.
+// - The transforms (transforms.hpp) decode only the part of a JPEG their crop reads
+//   (jpeg_decode): libjpeg-turbo's jpeg_crop_scanline and jpeg_skip_scanlines, same pixels.
+// - Thread-safe: each thread keeps its own libjpeg reader; libpng state lives per call.
 // - Every failure is a bad_file naming the path: unknown format, truncated or corrupt data,
-//   libjpeg-turbo's warnings included (a truncated JPEG "decodes" to a half-grey image with only
-//   a warning; that is an error here). libpng's errors longjmp only over libpng's own C frames
-//   into small functions that hold no C++ objects.
+//   libjpeg's warnings included (a truncated JPEG "decodes" to a half-grey image with only a
+//   warning; that is an error here). libjpeg's and libpng's errors longjmp only over their own C
+//   frames into small functions that hold no C++ objects.
 #include <png.h>
-#include <turbojpeg.h>
+// jpeglib.h uses FILE and size_t without including their headers.
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -83,54 +88,149 @@ inline bool is_png(std::span<const std::uint8_t> b) {
   throw bad_file(path, "neither a JPEG nor a PNG (by its first bytes); tp decodes only those two");
 }
 
-// One TurboJPEG decompressor per thread, made on first use: a handle is not thread-safe, and
-// making one per image would cost more than decoding a small image.
-inline tjhandle jpeg_decompressor(const std::string& path) {
+// JPEG through libjpeg(-turbo)'s own API: one reader per thread, made on first use and reused
+// (a reader is not thread-safe, and making one per image would cost more than decoding a small
+// image). libjpeg reports errors by calling error_exit, which must not return: it longjmps to
+// the setjmp in the jpeg_stage_* function that called libjpeg. Those hold only pointers and
+// ints, so the jump skips no destructor, and they return false with the message in the reader.
+// A warning (corrupt data libjpeg would decode around, a file that ends early and would decode
+// half grey) is an error too.
+struct jpeg_reader {
+  jpeg_decompress_struct info{};
+  jpeg_error_mgr errors{};
+  std::jmp_buf jump{};
+  char message[JMSG_LENGTH_MAX] = {};
+  bool warning = false;
+  bool made = false;
+  const std::uint8_t* header_of = nullptr;  // the bytes whose header was read last, and not decoded since
+  std::size_t header_size = 0;
+};
+
+inline void jpeg_fail(j_common_ptr c) {
+  auto* r = static_cast<jpeg_reader*>(c->client_data);
+  (*c->err->format_message)(c, r->message);
+  std::longjmp(r->jump, 1);
+}
+inline void jpeg_message(j_common_ptr c, int level) {
+  if (level >= 0) return;  // trace messages
+  static_cast<jpeg_reader*>(c->client_data)->warning = true;
+  jpeg_fail(c);
+}
+
+inline bool jpeg_stage_make(jpeg_reader* r) {
+  r->info.err = jpeg_std_error(&r->errors);
+  r->errors.error_exit = jpeg_fail;
+  r->errors.emit_message = jpeg_message;
+  r->info.client_data = r;
+  if (setjmp(r->jump)) return false;
+  jpeg_create_decompress(&r->info);
+  r->info.client_data = r;  // jpeg_create_decompress zeroes the struct but for err
+  return true;
+}
+
+inline bool jpeg_stage_header(jpeg_reader* r, const std::uint8_t* data, std::size_t size) {
+  r->warning = false;
+  r->header_of = nullptr;
+  if (setjmp(r->jump)) return false;
+  jpeg_abort_decompress(&r->info);  // forgets an image left half-read
+  jpeg_mem_src(&r->info, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&r->info, TRUE);
+  r->header_of = data;
+  r->header_size = size;
+  return true;
+}
+
+// Starts decompressing at scale num/8, keeping columns [*left, *left + *width) (widened to whole
+// iMCUs by libjpeg, which says where they start) and skipping the rows above `top`.
+inline bool jpeg_stage_start(jpeg_reader* r, bool rgb, int num, unsigned* left, unsigned* width, unsigned top) {
+  r->header_of = nullptr;
+  if (setjmp(r->jump)) return false;
+  r->info.out_color_space = rgb ? JCS_RGB : JCS_GRAYSCALE;
+  r->info.scale_num = static_cast<unsigned>(num);
+  r->info.scale_denom = 8;
+  jpeg_start_decompress(&r->info);
+  if (*left > 0 || *width < r->info.output_width) jpeg_crop_scanline(&r->info, left, width);
+  else *width = r->info.output_width;
+  if (top > 0 && jpeg_skip_scanlines(&r->info, top) != top) return false;
+  return true;
+}
+
+// Reads `rows` rows into out, then ends the image: it is checked to its end marker when all of
+// it was read, or when `check_rest` (the rows below are then decoded into scratch, unused).
+inline bool jpeg_stage_rows(jpeg_reader* r, std::uint8_t* out, std::size_t stride, unsigned rows, bool check_rest,
+                            std::uint8_t* scratch) {
+  if (setjmp(r->jump)) return false;
+  JSAMPROW pointers[16];
+  for (unsigned y = 0; y < rows;) {
+    const unsigned n = rows - y < 16 ? rows - y : 16;
+    for (unsigned i = 0; i < n; ++i) pointers[i] = out + std::size_t(y + i) * stride;
+    const unsigned got = jpeg_read_scanlines(&r->info, pointers, n);
+    if (got == 0) return false;  // cannot happen with a memory source: it ends with a fake end marker
+    y += got;
+  }
+  if (r->info.output_scanline < r->info.output_height && !check_rest) {
+    jpeg_abort_decompress(&r->info);
+    return true;
+  }
+  while (r->info.output_scanline < r->info.output_height) {
+    JSAMPROW row = scratch;
+    jpeg_read_scanlines(&r->info, &row, 1);
+  }
+  jpeg_finish_decompress(&r->info);
+  return true;
+}
+
+inline jpeg_reader& this_threads_jpeg_reader(const std::string& path) {
   struct owner {
-    tjhandle handle = tjInitDecompress();
+    jpeg_reader reader;
+    owner() { reader.made = jpeg_stage_make(&reader); }
     ~owner() {
-      if (handle) tjDestroy(handle);
+      if (reader.made) jpeg_destroy_decompress(&reader.info);
     }
   };
   thread_local owner own;
-  if (!own.handle) throw bad_file(path, std::string("libjpeg-turbo could not make a decompressor: ") + tjGetErrorStr2(nullptr));
-  return own.handle;
+  if (!own.reader.made) throw bad_file(path, std::string("libjpeg could not make a decompressor: ") + own.reader.message);
+  return own.reader;
 }
 
-[[noreturn]] inline void jpeg_failed(tjhandle handle, const std::string& path) {
-  const bool warning = tjGetErrorCode(handle) == TJERR_WARNING;
-  throw bad_file(path, std::string(warning ? "corrupt or truncated JPEG" : "cannot decode JPEG") + " (libjpeg-turbo: " +
-                           tjGetErrorStr2(handle) + ")");
+[[noreturn]] inline void jpeg_failed(const jpeg_reader& r, const std::string& path) {
+  throw bad_file(path, std::string(r.warning ? "corrupt or truncated JPEG" : "cannot decode JPEG") + " (libjpeg: " + r.message + ")");
 }
 
 struct jpeg_info {
-  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  int width = 0, height = 0;
+  bool grey = false;  // one component
 };
 
-inline jpeg_info jpeg_header(tjhandle handle, std::span<const std::uint8_t> bytes, const std::string& path) {
-  jpeg_info info;
-  if (tjDecompressHeader3(handle, bytes.data(), static_cast<unsigned long>(bytes.size()), &info.width, &info.height,
-                          &info.subsamp, &info.colorspace) != 0)
-    jpeg_failed(handle, path);
-  if (info.colorspace == TJCS_CMYK || info.colorspace == TJCS_YCCK)
+// Reads the header into this thread's reader, which the next decode_hwc of the same bytes
+// continues from.
+inline jpeg_info jpeg_header(std::span<const std::uint8_t> bytes, const std::string& path) {
+  auto& r = this_threads_jpeg_reader(path);
+  if (!jpeg_stage_header(&r, bytes.data(), bytes.size())) jpeg_failed(r, path);
+  const auto space = r.info.jpeg_color_space;
+  if (space == JCS_CMYK || space == JCS_YCCK)
     throw bad_file(path, "a CMYK JPEG; tp decodes grey and colour (YCbCr or RGB) JPEGs only: convert it to RGB");
-  // A stream cut before its frame header reads as tables only: no error, and no size.
-  if (info.width < 1 || info.height < 1) throw bad_file(path, "truncated JPEG: it ends before the image's header");
-  return info;
+  if (r.info.image_width < 1 || r.info.image_height < 1) throw bad_file(path, "truncated JPEG: it ends before the image's header");
+  return {int(r.info.image_width), int(r.info.image_height), space == JCS_GRAYSCALE};
 }
 
-// The smallest scaling factor <= 1 whose output is at least at_least; 1/1 without one.
-inline tjscalingfactor jpeg_scale(const jpeg_info& info, std::optional<std::array<std::int64_t, 2>> at_least) {
-  tjscalingfactor best{1, 1};
-  if (!at_least) return best;
-  int count = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&count);
-  for (int i = 0; factors && i < count; ++i) {
-    const auto f = factors[i];
-    if (f.num > f.denom || f.num * best.denom >= best.num * f.denom) continue;  // no upscaling; only smaller ones
-    if (TJSCALED(info.height, f) >= (*at_least)[0] && TJSCALED(info.width, f) >= (*at_least)[1]) best = f;
-  }
-  return best;
+inline std::int64_t jpeg_scaled(std::int64_t size, int num) { return (size * num + 7) / 8; }
+
+// The smallest scale num/8 <= 1 whose output is at least at_least; 8 (full size) without one.
+inline int jpeg_scale(const jpeg_info& info, std::optional<std::array<std::int64_t, 2>> at_least) {
+  if (!at_least) return 8;
+  for (int num = 1; num < 8; ++num)
+    if (jpeg_scaled(info.height, num) >= (*at_least)[0] && jpeg_scaled(info.width, num) >= (*at_least)[1]) return num;
+  return 8;
+}
+
+// Whether the file ends with JPEG's end-of-image marker (a few bytes of padding allowed): one
+// that does not was cut short, which a decode stopping above the last row would not notice.
+inline bool jpeg_ends_whole(std::span<const std::uint8_t> bytes) {
+  const std::size_t from = bytes.size() > 64 ? bytes.size() - 64 : 0;
+  for (std::size_t i = bytes.size(); i-- > from + 1;)
+    if (bytes[i - 1] == 0xFF && bytes[i] == 0xD9) return true;
+  return false;
 }
 
 // PNG through libpng's classic API. libpng reports errors by longjmp to the setjmp in the
@@ -182,6 +282,7 @@ inline bool png_stage_rows(png_structp png, png_bytepp rows) {
 
 struct decoded {
   std::int64_t height = 0, width = 0, channels = 0;
+  std::int64_t top = 0, left = 0;  // where the first pixel is in the image (a JPEG's region)
 };
 
 inline decoded decode_png(std::span<const std::uint8_t> bytes, const std::string& path, color c, bool keep_grey,
@@ -226,25 +327,54 @@ inline decoded decode_png(std::span<const std::uint8_t> bytes, const std::string
   return {std::int64_t(height), std::int64_t(width), channels};
 }
 
+// A part of an image, in pixels: rows [top, bottom), columns [left, right).
+struct pixel_region {
+  std::int64_t top = 0, left = 0, bottom = 0, right = 0;
+};
+
+// Decodes the rows and columns of `region` (in pixels of the image at scale num/8; all of it
+// without one) of a JPEG whose header jpeg_header read, into `out` as rows x columns x channels.
+// libjpeg widens the columns to whole iMCUs (8 or 16 pixels): the result says where its first
+// pixel is. Rows above the region are skipped (entropy-decoded only), rows below it are not
+// decoded unless the file lacks its end marker, which shows it was cut short. The pixels are
+// those of a whole decode.
+inline decoded jpeg_decode(std::span<const std::uint8_t> bytes, const std::string& path, const jpeg_info& info, int num,
+                           bool rgb, std::optional<pixel_region> region, std::vector<std::uint8_t>& out) {
+  auto& r = this_threads_jpeg_reader(path);
+  if (r.header_of != bytes.data() || r.header_size != bytes.size()) jpeg_header(bytes, path);  // another image came between
+  const std::int64_t height = jpeg_scaled(info.height, num), width = jpeg_scaled(info.width, num);
+  pixel_region want = region.value_or(pixel_region{0, 0, height, width});
+  want.top = std::clamp<std::int64_t>(want.top, 0, height - 1);
+  want.bottom = std::clamp<std::int64_t>(want.bottom, want.top + 1, height);
+  want.left = std::clamp<std::int64_t>(want.left, 0, width - 1);
+  want.right = std::clamp<std::int64_t>(want.right, want.left + 1, width);
+  // libjpeg's smooth chroma upsampling reads one chroma sample on each side of a pixel: at a cut
+  // inside the image it repeats the edge one instead, so that the outer pixels of a part differ
+  // from the whole decode's. One iMCU more on each inner side keeps the region asked for exact.
+  const std::int64_t imcu = std::int64_t(r.info.max_h_samp_factor) * num;
+  const std::int64_t from = std::max<std::int64_t>(want.left - imcu, 0), to = std::min(want.right + imcu, width);
+  unsigned left = static_cast<unsigned>(from), columns = static_cast<unsigned>(to - from);
+  const std::int64_t channels = rgb ? 3 : 1, rows = want.bottom - want.top;
+  if (!jpeg_stage_start(&r, rgb, num, &left, &columns, static_cast<unsigned>(want.top))) jpeg_failed(r, path);
+  out.resize(std::size_t(columns) * channels * rows);
+  thread_local std::vector<std::uint8_t> scratch;
+  const bool check_rest = want.bottom < height && !jpeg_ends_whole(bytes);
+  if (check_rest) scratch.resize(std::size_t(columns) * channels);
+  if (!jpeg_stage_rows(&r, out.data(), std::size_t(columns) * channels, static_cast<unsigned>(rows), check_rest, scratch.data()))
+    jpeg_failed(r, path);
+  return {rows, std::int64_t(columns), channels, want.top, std::int64_t(left)};
+}
+
 // Decodes into `out` as height x width x channels (interleaved, as both libraries write it).
 // keep_grey: a grey file stays one channel even for color::rgb (the caller repeats it, after
-// resampling one channel instead of three). `header`: the JPEG's, if the caller read it already.
+// resampling one channel instead of three).
 inline decoded decode_hwc(std::span<const std::uint8_t> bytes, const std::string& path, color c,
                           std::optional<std::array<std::int64_t, 2>> at_least, std::vector<std::uint8_t>& out,
-                          bool keep_grey = false, const jpeg_info* header = nullptr) {
+                          bool keep_grey = false) {
   if (is_png(bytes)) return decode_png(bytes, path, c, keep_grey, out);
   if (!is_jpeg(bytes)) unknown_format(bytes, path);
-  tjhandle handle = jpeg_decompressor(path);
-  const auto info = header ? *header : jpeg_header(handle, bytes, path);
-  const auto scale = jpeg_scale(info, at_least);
-  const int width = TJSCALED(info.width, scale), height = TJSCALED(info.height, scale);
-  const int channels = c == color::rgb && !(keep_grey && info.colorspace == TJCS_GRAY) ? 3 : 1;
-  out.resize(std::size_t(width) * height * channels);
-  // STOPONWARNING: a corrupt stream stops at once instead of decoding the rest into grey.
-  if (tjDecompress2(handle, bytes.data(), static_cast<unsigned long>(bytes.size()), out.data(), width, 0, height,
-                    channels == 3 ? TJPF_RGB : TJPF_GRAY, TJFLAG_STOPONWARNING) != 0)
-    jpeg_failed(handle, path);
-  return {height, width, channels};
+  const auto info = jpeg_header(bytes, path);
+  return jpeg_decode(bytes, path, info, jpeg_scale(info, at_least), c == color::rgb && !(keep_grey && info.grey), std::nullopt, out);
 }
 
 inline std::uint32_t big_endian32(const std::uint8_t* p) { return std::uint32_t(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
@@ -262,8 +392,8 @@ inline image_header read_header(std::span<const std::uint8_t> bytes, const std::
     return {height, width, (bytes[25] & PNG_COLOR_MASK_COLOR) ? 3 : 1, false};
   }
   if (!detail::is_jpeg(bytes)) detail::unknown_format(bytes, path);
-  const auto info = detail::jpeg_header(detail::jpeg_decompressor(path), bytes, path);
-  return {info.height, info.width, info.colorspace == TJCS_GRAY ? 1 : 3, true};
+  const auto info = detail::jpeg_header(bytes, path);
+  return {info.height, info.width, info.grey ? 1 : 3, true};
 }
 
 // A uint8 tensor [C, H, W]; see the top of this file.

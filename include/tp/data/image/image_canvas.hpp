@@ -3,11 +3,13 @@
 // source pixels, resampled to this size, maybe mirrored, with this per-channel affine map" and
 // made real (one resample.hpp pass into a new tensor) only when a step needs pixels or the
 // steps end. Before that, the source is the file's header: crops are planned on the file's own
-// size, and the first real pixels are decoded at the smallest JPEG scale the plan allows.
+// size, and the first real pixels are decoded at the smallest JPEG scale the plan allows, and
+// only as far as the filter reaches around the box (a crop of a JPEG decodes about its part).
 //
 // Exactness: a crop (of integer pixels of the current image) composes with a pending resize
 // exactly, since the filter then samples the same positions with the same support; a second
 // resize does not, so it first makes the image real, as torchvision's two interpolations do.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -31,7 +33,7 @@ class image_canvas {
       : bytes_(bytes), path_(path), color_(c), scaled_decode_(scaled_decode) {
     channels_ = c == color::rgb ? 3 : 1;
     if (is_jpeg(bytes)) {  // kept, so that the decoder does not parse the header again
-      jpeg_ = jpeg_header(jpeg_decompressor(path), bytes, path);
+      jpeg_ = jpeg_header(bytes, path);
       set_source(jpeg_->height, jpeg_->width);
     } else {
       const auto header = read_header(bytes, path);
@@ -90,13 +92,20 @@ class image_canvas {
     }
   }
 
-  // The image as it stands: uint8 or float [C, H, W]. Later steps continue from it.
-  torch::Tensor materialize() {
+  // What materialize() makes: [C, H, W] of this type.
+  std::array<std::int64_t, 3> sizes() const noexcept { return {channels_, out_h_, out_w_}; }
+  torch::ScalarType type() const noexcept { return floats_ ? torch::kFloat : torch::kUInt8; }
+
+  // The image as it stands: uint8 or float [C, H, W]. Later steps continue from it. `into`, if
+  // given, of sizes() and type() and contiguous, receives it (a slot of a batch being made).
+  torch::Tensor materialize(torch::Tensor into = {}) {
     if (!source_u8_ && !source_f32_) decode();
+    const bool fits = into.defined() && into.sizes() == torch::IntArrayRef(sizes()) && into.scalar_type() == type() &&
+                      into.is_contiguous() && into.device().is_cpu();
     if (tensor_.defined() && !resampling() && !flip_ && box_x_ == 0 && box_y_ == 0 && out_h_ == src_h_ && out_w_ == src_w_ &&
         identity_affine())
-      return tensor_;
-    auto out = torch::empty({channels_, out_h_, out_w_}, floats_ ? torch::kFloat : torch::kUInt8);
+      return fits ? into.copy_(tensor_) : tensor_;
+    auto out = fits ? into : torch::empty({channels_, out_h_, out_w_}, type());
     std::array<float, 64> scale{}, offset{};
     if (channels_ > 64) throw std::invalid_argument("tp::data::transforms: at most 64 channels, got " + std::to_string(channels_));
     for (std::int64_t c = 0; c < channels_; ++c) scale[c] = float(scale_[c]), offset[c] = float(offset_[c]);
@@ -154,17 +163,37 @@ class image_canvas {
     stride_x_ = 1;
   }
 
-  // Decodes the file; a JPEG at the smallest scale that keeps the pending resize from enlarging.
+  // Decodes the file; a JPEG at the smallest scale that keeps the pending resize from enlarging,
+  // and only the rows and columns the resampling reads (jpeg_decode), whatever libjpeg must
+  // decode around them.
   void decode() {
+    thread_local std::vector<std::uint8_t> buffer;  // reused: no allocation per image
+    if (!jpeg_) {
+      const auto d = decode_hwc(bytes_, path_, color_, std::nullopt, buffer, /*keep_grey=*/true);
+      use_decoded(d, buffer, 1.0, 1.0);
+      return;
+    }
     std::optional<std::array<std::int64_t, 2>> at_least;
-    if (scaled_decode_ && jpeg_ && (box_w_ > double(out_w_) || box_h_ > double(out_h_)))
+    if (scaled_decode_ && (box_w_ > double(out_w_) || box_h_ > double(out_h_)))
       at_least = std::array<std::int64_t, 2>{static_cast<std::int64_t>(std::ceil(double(src_h_) * double(out_h_) / box_h_)),
                                              static_cast<std::int64_t>(std::ceil(double(src_w_) * double(out_w_) / box_w_))};
-    thread_local std::vector<std::uint8_t> buffer;  // reused: no allocation per image
-    const auto d = decode_hwc(bytes_, path_, color_, at_least, buffer, /*keep_grey=*/true, jpeg_ ? &*jpeg_ : nullptr);
+    const int num = jpeg_scale(*jpeg_, at_least);
+    const double fx = double(jpeg_scaled(src_w_, num)) / double(src_w_), fy = double(jpeg_scaled(src_h_, num)) / double(src_h_);
+    // The filter reaches max(shrinking factor, 1) pixels beyond the box; 2 more for rounding.
+    const double reach_x = std::ceil(std::max(box_w_ * fx / double(out_w_), 1.0)) + 2;
+    const double reach_y = std::ceil(std::max(box_h_ * fy / double(out_h_), 1.0)) + 2;
+    const auto outward = [](double v, bool up) { return static_cast<std::int64_t>(up ? std::ceil(v) : std::floor(v)); };
+    const pixel_region region{outward(box_y_ * fy - reach_y, false), outward(box_x_ * fx - reach_x, false),
+                              outward((box_y_ + box_h_) * fy + reach_y, true), outward((box_x_ + box_w_) * fx + reach_x, true)};
+    const bool rgb = color_ == color::rgb && !jpeg_->grey;
+    use_decoded(jpeg_decode(bytes_, path_, *jpeg_, num, rgb, region, buffer), buffer, fx, fy);
+  }
+
+  // The decoded pixels become the source: the box, in the file's pixels so far, moves to theirs.
+  void use_decoded(const decoded& d, const std::vector<std::uint8_t>& buffer, double fx, double fy) {
     src_channels_ = d.channels;
-    const double fx = double(d.width) / double(src_w_), fy = double(d.height) / double(src_h_);
-    box_x_ *= fx, box_w_ *= fx, box_y_ *= fy, box_h_ *= fy;
+    box_x_ = box_x_ * fx - double(d.left), box_w_ *= fx;
+    box_y_ = box_y_ * fy - double(d.top), box_h_ *= fy;
     src_h_ = d.height, src_w_ = d.width;
     source_u8_ = buffer.data();
     stride_y_ = d.width * d.channels, stride_x_ = d.channels, stride_c_ = 1;

@@ -25,7 +25,11 @@
 //   so far real first, as torchvision would. When the first resize shrinks a JPEG, it is
 //   decoded at the smallest libjpeg-turbo scale still at least the output size (decode.hpp):
 //   several times faster for large photos, and a slightly smoother result than a full decode
-//   and bilinear shrinking; scaled_decode(false) turns it off.
+//   and bilinear shrinking; scaled_decode(false) turns it off. Of a JPEG, only the rows and
+//   columns the filter reads around the crop are decoded (the same pixels: the rows below it
+//   are not decoded at all, those above only entropy-decoded).
+// - operator()(bytes, path, seed, into) writes the result into into(sizes, type) when that
+//   gives a fitting tensor: decode_images passes the slot of the batch being made.
 // - operator() is const and thread-safe; a bad file is a bad_file naming the path. Each setter
 //   checks its arguments (std::invalid_argument).
 #include <array>
@@ -152,6 +156,14 @@ class transforms {
   color colors() const noexcept { return color_; }
 
   torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string& path, std::uint64_t seed) const {
+    return (*this)(bytes, path, seed, nullptr);
+  }
+
+  // The same, written into into(sizes, type) when that gives a contiguous CPU tensor of those
+  // sizes and type (decode_images passes a slot of the batch being made, so that batching it
+  // copies nothing); otherwise into a tensor of its own.
+  using output = std::function<torch::Tensor(torch::IntArrayRef sizes, torch::ScalarType type)>;
+  torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string& path, std::uint64_t seed, const output& into) const {
     example_random random(seed);
     detail::image_canvas image(bytes, path, color_, scaled_decode_);
     for (const auto& s : steps_) {
@@ -178,7 +190,8 @@ class transforms {
         case kind::user: image.replace(s.user(image.materialize(), random)); break;
       }
     }
-    return image.materialize();
+    if (!into) return image.materialize();
+    return image.materialize(into(image.sizes(), image.type()));
   }
 
  private:
