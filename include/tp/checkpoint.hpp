@@ -87,7 +87,7 @@ inline std::string checkpoint_file_name(std::int64_t global_step) {
 // Writes a checkpoint's dictionary (Trainer::state_dict) to `path` atomically: torch.save's
 // zip, with tp's trailer as its comment.
 TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
-                                        std::int64_t epoch_num);
+                                         std::int64_t epoch_num);
 
 // The header (version 1) or trailer (version 2) of a checkpoint file; throws checkpoint_error
 // if it is not one.

@@ -67,6 +67,7 @@ class autocast_scope {
   bool enabled() const;
   at::ScalarType get_dtype() const;
   void set(bool on, at::ScalarType dtype) const;
+  bool cpu() const noexcept { return device_ == c10::DeviceType::CPU; }
 
   c10::DeviceType device_;
   bool active_ = false;
@@ -113,13 +114,13 @@ TP_DECL void autocast_scope::set(bool on, at::ScalarType dtype) const {
 }
 #else
 TP_DECL bool autocast_scope::enabled() const {
-  return device_ == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+  return cpu() ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
 }
 TP_DECL at::ScalarType autocast_scope::get_dtype() const {
-  return device_ == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+  return cpu() ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
 }
 TP_DECL void autocast_scope::set(bool on, at::ScalarType dtype) const {
-  if (device_ == c10::DeviceType::CPU) {
+  if (cpu()) {
     at::autocast::set_autocast_cpu_dtype(dtype);
     at::autocast::set_cpu_enabled(on);
   } else {

@@ -151,7 +151,10 @@ inline bool jpeg_stage_start(jpeg_reader* r, bool rgb, int num, unsigned* left, 
   jpeg_start_decompress(&r->info);
   if (*left > 0 || *width < r->info.output_width) jpeg_crop_scanline(&r->info, left, width);
   else *width = r->info.output_width;
-  if (top > 0 && jpeg_skip_scanlines(&r->info, top) != top) return false;
+  if (top > 0 && jpeg_skip_scanlines(&r->info, top) != top) {
+    std::snprintf(r->message, sizeof r->message, "it ends before row %u", top);
+    return false;
+  }
   return true;
 }
 
@@ -165,7 +168,10 @@ inline bool jpeg_stage_rows(jpeg_reader* r, std::uint8_t* out, std::size_t strid
     const unsigned n = rows - y < 16 ? rows - y : 16;
     for (unsigned i = 0; i < n; ++i) pointers[i] = out + std::size_t(y + i) * stride;
     const unsigned got = jpeg_read_scanlines(&r->info, pointers, n);
-    if (got == 0) return false;  // cannot happen with a memory source: it ends with a fake end marker
+    if (got == 0) {  // cannot happen with a memory source (it ends with a fake end marker), but say so
+      std::snprintf(r->message, sizeof r->message, "no rows after row %u", r->info.output_scanline);
+      return false;
+    }
     y += got;
   }
   if (r->info.output_scanline < r->info.output_height && !check_rest) {
