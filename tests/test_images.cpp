@@ -245,6 +245,62 @@ TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
     }
 }
 
+// The fixed-point path for 8-bit RGB (resample_rgb8.hpp) against the float one on the same
+// pixels: within one step, rarely off; its SSE2 and AVX2 loops bitwise equal (a resumed run on
+// another machine makes the same images); float outputs its uint8 result, scaled. Noise is the
+// hardest case for rounding. Boxes: enlarging (AVX2's byte-shuffle windows), shrinking by little
+// and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity.
+TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
+  namespace d = tp::data::detail;
+  torch::manual_seed(3);
+  const std::int64_t h = 61, w = 83;
+  const auto noise = torch::randint(0, 256, {h, w, 3}, torch::kUInt8).contiguous();
+  const auto as_float = noise.to(torch::kFloat).contiguous();
+  const d::pixels<std::uint8_t> bytes{noise.data_ptr<std::uint8_t>(), h, w, 3, w * 3, 3, 1};
+  const d::pixels<float> floats{as_float.data_ptr<float>(), h, w, 3, w * 3, 3, 1};
+  const float scale[3] = {0.5f, 2.0f, -1.0f}, offset[3] = {1.0f, 0.0f, 3.0f};
+  struct box {
+    double x, y, bw, bh;
+    std::int64_t oh, ow;
+    bool flip;
+  };
+  const std::vector<box> boxes = {{3, 5, 40, 30, 56, 72, false}, {10.5, 2.25, 33.5, 40.75, 50, 37, true}, {0, 0, 83, 61, 40, 70, false},
+                                  {1, 2, 80, 55, 9, 13, true},   {0, 0, 83, 61, 61, 83, false},        {20, 20, 5, 4, 33, 47, true},
+                                  {0, 0, 83, 61, 1, 1, false}};
+#if defined(__SSE2__)
+  bool& avx2 = d::use_avx2();
+  const bool has_avx2 = avx2;
+#endif
+  for (const auto& b : boxes) {
+    std::vector<std::uint8_t> fixed(3 * b.oh * b.ow), reference(fixed.size()), sse2(fixed.size());
+    std::vector<float> fixed_float(fixed.size());
+    d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed.data());
+    d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed_float.data());
+    d::resample(floats, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, reference.data());
+#if defined(__SSE2__)
+    avx2 = false;
+    d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, sse2.data());
+    avx2 = has_avx2;
+#else
+    sse2 = fixed;
+#endif
+    EXPECT_EQ(fixed, sse2) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
+    int worst = 0;
+    std::size_t off = 0;
+    float float_error = 0;
+    for (std::size_t i = 0; i < fixed.size(); ++i) {
+      const int e = std::abs(int(fixed[i]) - int(reference[i]));
+      worst = std::max(worst, e);
+      off += e != 0;
+      const std::size_t c = i / std::size_t(b.oh * b.ow);
+      float_error = std::max(float_error, std::abs(fixed_float[i] - (float(fixed[i]) * scale[c] + offset[c])));
+    }
+    EXPECT_LE(worst, 1) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
+    EXPECT_LT(double(off), 0.02 * double(fixed.size()) + 1) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
+    EXPECT_LE(float_error, 1e-5f);
+  }
+}
+
 TEST(ImageDecode, ManyThreadsDecodeAtOnce) {
   const std::vector<std::string> names = {"rgb.jpg", "grey.png", "palette.png", "big.jpg"};
   std::vector<std::vector<std::uint8_t>> files, expected;

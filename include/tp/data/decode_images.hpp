@@ -62,6 +62,7 @@
 #include <tp/data/image/decode.hpp>
 #include <tp/data/image/example_random.hpp>
 #include <tp/data/image/image_file.hpp>
+#include <tp/data/image/transforms.hpp>
 #include <tp/data/length.hpp>
 #include <tp/data/parallel_map.hpp>
 
@@ -257,7 +258,7 @@ struct decode_worker {
       try {
         const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
         torch::Tensor image;
-        using output = std::function<torch::Tensor(torch::IntArrayRef, torch::ScalarType)>;
+        using output = transforms::output;  // into(sizes, type): where f may write its image
         if constexpr (std::is_invocable_r_v<torch::Tensor, F&, std::span<const std::uint8_t>, const std::string&, std::uint64_t,
                                             const output&>) {
           if (job.slab) {

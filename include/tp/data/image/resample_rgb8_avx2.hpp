@@ -1,0 +1,139 @@
+#pragma once
+// resample_rgb8.hpp's two loops again for AVX2, chosen at run time (use_avx2): the same integer
+// arithmetic on twice the lanes, so the results are bitwise those of the SSE2 loops, and a run
+// resumed on another machine makes the same images. g++ and clang++ compile these functions
+// for AVX2 whatever the target (the target attribute); only CPUs that have it run them.
+#if defined(__SSE2__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <tp/data/image/filter_taps.hpp>
+
+namespace tp::data::detail {
+
+// Whether the AVX2 loops run: the CPU has AVX2 (a test turns them off to compare with SSE2's).
+inline bool& use_avx2() {
+  static bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+// Pixels m and m + 4 of a group of 8, in the two halves: [R G B 0 | R G B 0] in Q21 (+ rounding).
+__attribute__((target("avx2"))) inline __m256i rgb8_taps_avx2(const std::uint8_t* a, const std::uint8_t* b, const std::int16_t* w,
+                                                              std::int64_t pairs) {
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i sum = _mm256_set1_epi32(1 << 6);
+  for (std::int64_t j = 0; j < pairs; ++j) {
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + 6 * j))),
+                                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 6 * j)), 1);
+    const __m256i pair = _mm256_unpacklo_epi8(_mm256_unpacklo_epi8(v, _mm256_srli_si256(v, 3)), zero);
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 64 * j))));
+  }
+  return sum;
+}
+
+// horizontal_rgb8 (weights at weight_slot, 8 pixels a step).
+__attribute__((target("avx2"))) inline void horizontal_rgb8_avx2(const std::uint8_t* s, const std::int32_t* offset, const std::int16_t* w,
+                                                                 std::int64_t pairs, std::int64_t out_w, std::int16_t* row,
+                                                                 std::int64_t stride) {
+  for (std::int64_t x = 0; x < out_w; x += 8) {
+    const std::int16_t* wg = w + 8 * x * pairs;
+    // (No lambda here: it would not inherit the target attribute.)
+    const __m256i p0 = rgb8_taps_avx2(s + offset[x], s + offset[x + 4], wg, pairs);
+    const __m256i p1 = rgb8_taps_avx2(s + offset[x + 1], s + offset[x + 5], wg + 16, pairs);
+    const __m256i p2 = rgb8_taps_avx2(s + offset[x + 2], s + offset[x + 6], wg + 32, pairs);
+    const __m256i p3 = rgb8_taps_avx2(s + offset[x + 3], s + offset[x + 7], wg + 48, pairs);
+    const __m256i rg01 = _mm256_unpacklo_epi32(p0, p1), rg23 = _mm256_unpacklo_epi32(p2, p3);  // to planes, pixels 0-3 | 4-7
+    const __m256i b01 = _mm256_unpackhi_epi32(p0, p1), b23 = _mm256_unpackhi_epi32(p2, p3);
+    const __m256i r = _mm256_srai_epi32(_mm256_unpacklo_epi64(rg01, rg23), 7), g = _mm256_srai_epi32(_mm256_unpackhi_epi64(rg01, rg23), 7);
+    const __m256i b = _mm256_srai_epi32(_mm256_unpacklo_epi64(b01, b23), 7);
+    const __m256i rg = _mm256_permute4x64_epi64(_mm256_packs_epi32(r, g), 0xD8);  // R0-7 | G0-7
+    const __m256i bb = _mm256_permute4x64_epi64(_mm256_packs_epi32(b, b), 0xD8);  // B0-7 | B0-7
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + x), _mm256_castsi256_si128(rg));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + stride + x), _mm256_extracti128_si256(rg, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 2 * stride + x), _mm256_castsi256_si128(bb));
+  }
+}
+
+// 16 values of the vertical pass, in order (unpack, madd and pack all work within 128-bit lanes).
+__attribute__((target("avx2"))) inline __m256i vertical_rgb8_avx2(const std::int16_t* const* in, const std::int16_t* w, std::int64_t pairs,
+                                                                  std::int64_t i) {
+  __m256i lo = _mm256_set1_epi32(1 << 20), hi = lo;
+  for (std::int64_t j = 0; j < pairs; ++j) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[2 * j] + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[2 * j + 1] + i));
+    const __m256i wj = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8 * j)));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), wj));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), wj));
+  }
+  return _mm256_packs_epi32(_mm256_srai_epi32(lo, 21), _mm256_srai_epi32(hi, 21));
+}
+
+// vertical_rgb8_row, 32 values a step (n is a multiple of 32).
+__attribute__((target("avx2"))) inline void vertical_rgb8_row_avx2(const std::int16_t* const* in, const std::int16_t* w, std::int64_t pairs,
+                                                                   std::int64_t n, std::uint8_t* out) {
+  for (std::int64_t i = 0; i < n; i += 32) {
+    const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2(in, w, pairs, i), vertical_rgb8_avx2(in, w, pairs, i + 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
+  }
+}
+
+// Enlarging (at most two taps per output pixel, and every 4 neighbouring outputs within 5 source
+// pixels, as a crop smaller than its output size is): 4 outputs read one 16-byte load, which
+// byte shuffles (pshufb, in AVX2) turn into each channel's tap pairs, already in plane order.
+// Half the work of the general loop, which needs a load, two unpacks and a transpose per pixel.
+struct rgb8_windows {
+  std::vector<std::int32_t> base;    // per 4 outputs: the first byte of their window
+  std::vector<std::uint8_t> masks;   // per 8 outputs: 3 channels x (16 bytes of each half)
+  std::vector<std::int16_t> weights; // per 4 outputs: 2 taps each
+};
+
+// The windows of `tx` (equalized, `q` its Q14 weights), or false when some outputs do not fit.
+inline bool plan_rgb8_windows(const filter_taps& tx, const std::vector<std::int16_t>& q, std::int64_t out_w, rgb8_windows& plan) {
+  const std::int64_t taps = tx.stride, groups = (out_w + 7) / 8 * 2;
+  if (taps > 2) return false;
+  plan.base.assign(groups, 0);
+  plan.masks.assign(groups * 48, 0x80);
+  plan.weights.assign(groups * 8, 0);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t x0 = g * 4, n = std::clamp<std::int64_t>(out_w - x0, 0, 4);
+    if (n == 0) continue;  // padding: weight 0, mask "zero"
+    std::int64_t lo = tx.first[x0], hi = lo;
+    for (std::int64_t m = 1; m < n; ++m) lo = std::min<std::int64_t>(lo, tx.first[x0 + m]), hi = std::max<std::int64_t>(hi, tx.first[x0 + m]);
+    if (hi + 2 - lo > 5) return false;  // 5 pixels: 15 of the 16 bytes
+    plan.base[g] = static_cast<std::int32_t>(lo * 3);
+    for (std::int64_t m = 0; m < n; ++m)
+      for (std::int64_t t = 0; t < 2; ++t) {
+        plan.weights[g * 8 + m * 2 + t] = t < taps ? q[(x0 + m) * taps + t] : 0;
+        for (std::int64_t c = 0; c < 3; ++c)  // the low byte of word (m, t); the high one stays 0x80: zero
+          plan.masks[(g / 2) * 96 + c * 32 + (g % 2) * 16 + (m * 2 + t) * 2] = static_cast<std::uint8_t>((tx.first[x0 + m] - lo + t) * 3 + c);
+      }
+  }
+  return true;
+}
+
+__attribute__((target("avx2"))) inline void horizontal_rgb8_windows(const std::uint8_t* s, const rgb8_windows& plan, std::int64_t out_w,
+                                                                    std::int16_t* row, std::int64_t stride) {
+  const __m256i round = _mm256_set1_epi32(1 << 6);
+  for (std::int64_t x = 0, g = 0; x < out_w; x += 8, g += 2) {
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + plan.base[g]))),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + plan.base[g + 1])), 1);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&plan.weights[g * 8]));
+    const std::uint8_t* mask = &plan.masks[g * 48];
+    __m256i c[3];
+    for (int k = 0; k < 3; ++k) {
+      const __m256i taps = _mm256_shuffle_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 32 * k)));
+      c[k] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(taps, w), round), 7);  // pixels 0-3 | 4-7 of channel k
+    }
+    const __m256i rg = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xD8);  // R0-7 | G0-7
+    const __m256i bb = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[2]), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + x), _mm256_castsi256_si128(rg));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + stride + x), _mm256_extracti128_si256(rg, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 2 * stride + x), _mm256_castsi256_si128(bb));
+  }
+}
+
+}  // namespace tp::data::detail
+#endif
