@@ -4,6 +4,7 @@
 //
 //   tp       image_folder(ROOT) | shuffle | decode_images(transforms: random_resized_crop(SIZE),
 //            random_horizontal_flip, normalize; THREADS threads) | batch(64): what training reads
+//   tp_uint8 the same without normalize: uint8 batches (normalization left to the device)
 //   decode   the limit: each of THREADS threads reads its share of the same files and decodes
 //            each at full size to RGB with libjpeg-turbo (jpeg_read_scanlines), nothing else
 //   inline   the same transforms and batches of 64 in this one thread, without decode_images'
@@ -42,15 +43,14 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-tp::data::transforms augment(std::int64_t size) {
-  return tp::data::transforms(tp::data::color::rgb)
-      .random_resized_crop(size, size)
-      .random_horizontal_flip(0.5)
-      .normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
+tp::data::transforms augment(std::int64_t size, bool normalized = true) {
+  auto t = tp::data::transforms(tp::data::color::rgb).random_resized_crop(size, size).random_horizontal_flip(0.5);
+  if (normalized) t.normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
+  return t;
 }
 
-double run_tp(const std::string& root, int threads, double seconds, std::int64_t size) {
-  auto flow = tp::data::image_folder(root) | tp::data::shuffle(1) | tp::data::decode_images(augment(size), threads, 7) |
+double run_tp(const std::string& root, int threads, double seconds, std::int64_t size, bool normalized) {
+  auto flow = tp::data::image_folder(root) | tp::data::shuffle(1) | tp::data::decode_images(augment(size, normalized), threads, 7) |
               tp::data::batch(64);
   std::int64_t images = 0;
   std::optional<clock_type::time_point> start;
@@ -151,7 +151,7 @@ void run_overhead(const std::string& root, double seconds, std::int64_t size) {
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: %s tp|inline|decode|overhead ROOT THREADS SECONDS SIZE\n", argv[0]);
+    std::fprintf(stderr, "usage: %s tp|tp_uint8|inline|decode|overhead ROOT THREADS SECONDS SIZE\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1], root = argv[2];
@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
   const double seconds = std::atof(argv[4]);
   const std::int64_t size = std::atoll(argv[5]);
   torch::set_num_threads(1);  // collation in the consuming thread, as DataLoader's workers do it
-  if (mode == "tp") std::printf("images_per_s %.1f\n", run_tp(root, threads, seconds, size));
+  if (mode == "tp") std::printf("images_per_s %.1f\n", run_tp(root, threads, seconds, size, true));
+  else if (mode == "tp_uint8") std::printf("images_per_s %.1f\n", run_tp(root, threads, seconds, size, false));
   else if (mode == "inline") std::printf("images_per_s %.1f\n", run_inline(root, seconds, size));
   else if (mode == "decode") std::printf("images_per_s %.1f\n", run_decode(root, threads, seconds));
   else if (mode == "overhead") run_overhead(root, seconds, size);

@@ -2,9 +2,11 @@
 # image_pipeline.sh [BENCH_BINARY]: images per second for decode + augment + collate (batches of
 # 64) on Fashion-MNIST JPEGs at 28 x 28 (RandomResizedCrop(28)) and at 256 x 256 RGB
 # (RandomResizedCrop(224)), with 1 and 2 threads, for
-#   decode  libjpeg-turbo's tjDecompress2 alone on the same files (read + full decode): the limit
+#   decode  libjpeg-turbo alone on the same files (read + full decode to RGB): the limit
 #   tp      image_folder | shuffle | decode_images(transforms, THREADS) | batch(64)
-#   peer    torchvision's ImageFolder + DataLoader(num_workers=THREADS), same transforms
+#   tp_uint8  the same without normalize: uint8 batches, normalization left to the device (as
+#           FFCV and DALI do it; a quarter of the bytes to write and to copy to a GPU)
+#   peer    torchvision's ImageFolder + DataLoader(num_workers=THREADS), same transforms as tp
 # interleaved (every configuration once per round, REPS rounds), each run SECS seconds after
 # its first batch; it prints the medians and the ratios tp / decode and tp / peer.
 #
@@ -30,7 +32,7 @@ for rep in $(seq "$reps"); do
   for set in "fm28 28" "fm256 224"; do
     read -r name size <<<"$set"
     for threads in 1 2; do
-      for who in decode tp peer; do
+      for who in decode tp tp_uint8 peer; do
         if [ "$who" = peer ]; then
           out=$(flock /tmp/tp_build.lock "$python" "$here/image_pipeline_peer.py" "$data/$name/train" "$threads" "$secs" "$size")
         else
@@ -49,8 +51,9 @@ runs = {}
 for line in open(sys.argv[1]):
     name, threads, who, value = line.split()
     runs.setdefault((name, int(threads)), {}).setdefault(who, []).append(float(value))
-print(f"{'images':8} {'threads':>7} {'decode/s':>10} {'tp/s':>10} {'torchvision/s':>14} {'tp/decode':>10} {'tp/torchvision':>15}")
+print(f"{'images':8} {'threads':>7} {'decode/s':>10} {'tp/s':>10} {'uint8/s':>10} {'torchvision/s':>14} {'tp/decode':>10} {'uint8/decode':>13} {'tp/torchvision':>15}")
 for (name, threads), by in sorted(runs.items()):
     m = {who: statistics.median(v) for who, v in by.items()}
-    print(f"{name:8} {threads:7d} {m['decode']:10.0f} {m['tp']:10.0f} {m['peer']:14.0f} {m['tp'] / m['decode']:10.2f} {m['tp'] / m['peer']:15.2f}")
+    print(f"{name:8} {threads:7d} {m['decode']:10.0f} {m['tp']:10.0f} {m['tp_uint8']:10.0f} {m['peer']:14.0f} {m['tp'] / m['decode']:10.2f} "
+          f"{m['tp_uint8'] / m['decode']:13.2f} {m['tp'] / m['peer']:15.2f}")
 PY

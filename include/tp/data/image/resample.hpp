@@ -18,6 +18,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <tp/data/image/filter_taps.hpp>
 #include <tp/data/image/resample_rgb8.hpp>
 
@@ -79,8 +83,18 @@ inline void to_floats(const T* s, std::int64_t n, float* out) {
 template <class Out>
 inline void store(Out* o, const float* v, std::int64_t n, float a, float b) {
   if constexpr (std::is_same_v<Out, std::uint8_t>) {
-    // Through int32, which the compiler vectorizes (a direct float to uint8 conversion it does not).
-    for (std::int64_t x = 0; x < n; ++x) o[x] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::min(std::max(v[x] + 0.5f, 0.0f), 255.0f)));
+    std::int64_t x = 0;
+#if defined(__SSE2__)  // 16 at a time: clamped (NaN to 0), truncated, packed (the compiler's loop took 3 times longer)
+    const __m128 half = _mm_set1_ps(0.5f), zero = _mm_setzero_ps(), top = _mm_set1_ps(255.0f);
+    for (; x + 16 <= n; x += 16) {
+      __m128i ints[4];
+      for (int k = 0; k < 4; ++k)
+        ints[k] = _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(_mm_add_ps(_mm_loadu_ps(v + x + 4 * k), half), zero), top));
+      const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(ints[0], ints[1]), _mm_packs_epi32(ints[2], ints[3]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + x), bytes);
+    }
+#endif
+    for (; x < n; ++x) o[x] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::min(std::max(v[x] + 0.5f, 0.0f), 255.0f)));
   } else {
     for (std::int64_t x = 0; x < n; ++x) o[x] = v[x] * a + b;
   }
@@ -146,9 +160,14 @@ void resample(const pixels<T>& src, double x0, double y0, double box_w, double b
           for (std::int64_t x = 0; x < out_w; ++x) v[x] += w[k] * in[x];
         }
       }
-      if (C == out_channels) store(out + (c * out_h + y) * out_w, v, out_w, scale[c], offset[c]);
-      else
+      if (C == out_channels) {
+        store(out + (c * out_h + y) * out_w, v, out_w, scale[c], offset[c]);
+      } else if constexpr (std::is_same_v<Out, std::uint8_t>) {  // the same bytes in every channel
+        store(out + y * out_w, v, out_w, scale[0], offset[0]);
+        for (std::int64_t o = 1; o < out_channels; ++o) std::copy_n(out + y * out_w, out_w, out + (o * out_h + y) * out_w);
+      } else {
         for (std::int64_t o = 0; o < out_channels; ++o) store(out + (o * out_h + y) * out_w, v, out_w, scale[o], offset[o]);
+      }
     }
   }
 }

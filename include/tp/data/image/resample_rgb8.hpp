@@ -37,7 +37,7 @@ inline void quantize_taps(const float* weights, std::int64_t outputs, std::int64
     int sum = 0;
     std::int64_t largest = 0;
     for (std::int64_t k = 0; k < taps; ++k) {
-      w[k] = static_cast<std::int16_t>(std::lrint(weights[o * taps + k] * 16384.0f));
+      w[k] = static_cast<std::int16_t>(weights[o * taps + k] * 16384.0f + 0.5f);  // >= 0: rounded (lrint is a libm call)
       sum += w[k];
       if (w[k] > w[largest]) largest = k;
     }
