@@ -1,6 +1,7 @@
 #pragma once
 // The fast path of resample.hpp: interleaved 8-bit RGB pixels (what a JPEG or PNG decodes to),
-// resampled in 16-bit fixed point with SSE2 (every x86-64 CPU), as Pillow-SIMD does.
+// resampled in 16-bit fixed point with SSE2 (every x86-64 CPU), as Pillow-SIMD does, or with
+// the AVX2 loops of resample_rgb8_avx2.hpp where the CPU has them (the same bytes).
 //
 // - Weights are Q14 (1 << 14 = 1.0), quantized so that each output's weights sum to exactly
 //   1 << 14: a flat area stays exactly flat. One _mm_madd_epi16 applies two taps at once.
@@ -11,9 +12,10 @@
 // - Float outputs (normalize) are the uint8 result times scale plus offset: what torchvision does
 //   after PIL's resize (uint8), then ToTensor and Normalize.
 // The result is within one step of resampling in float (one value in a thousand differs, by 1).
-// Reads: a pair of taps loads 8 bytes, up to 2 bytes past the pair's last pixel, and a tap count
-// made even reads one pixel more with weight 0; within a row that is the next row's start, so
-// only the image's last row is copied to a padded buffer first.
+// Reads: a pair of taps loads 8 bytes, up to 2 bytes past the pair's last pixel, a tap count
+// made even reads one pixel more with weight 0, and AVX2's enlarging windows load 16 bytes for
+// 15; within a row that is the next row's start, so only the image's last row is copied to a
+// padded buffer first.
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
