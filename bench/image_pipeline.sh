@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # image_pipeline.sh [BENCH_BINARY]: images per second for decode + augment + collate (batches of
 # 64) on Fashion-MNIST JPEGs at 28 x 28 (RandomResizedCrop(28)) and at 256 x 256 RGB
-# (RandomResizedCrop(224)), with 1 and 2 threads, for
+# (RandomResizedCrop(224)), with 1 and 2 threads (THREADS="1 2 4 8" for others; SETS="fm256" for
+# one image size), for
 #   decode  libjpeg-turbo alone on the same files (read + full decode to RGB): the limit
 #   tp      image_folder | shuffle | decode_images(transforms, THREADS) | batch(64)
 #   tp_uint8  the same without normalize: uint8 batches, normalization left to the device (as
@@ -21,6 +22,8 @@ data=${TP_IMAGE_BENCH_DATA:-/tmp/tp_image_bench}
 reps=${REPS:-5}
 secs=${SECS:-3}
 python=${TP_PYTHON:-/usr/bin/python3}
+thread_counts=${THREADS:-1 2}
+sets=${SETS:-fm28 fm256}
 
 [ -x "$bin" ] || { echo "image_pipeline.sh: no benchmark program at $bin (build the target bench_image_pipeline)" >&2; exit 2; }
 [ -d "$data/fm28/train" ] || "$python" "$root/scripts/write_image_folder.py" "$data/fm28" --format jpeg --limit 10000
@@ -29,9 +32,9 @@ python=${TP_PYTHON:-/usr/bin/python3}
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for rep in $(seq "$reps"); do
-  for set in "fm28 28" "fm256 224"; do
-    read -r name size <<<"$set"
-    for threads in 1 2; do
+  for name in $sets; do
+    size=$([ "$name" = fm28 ] && echo 28 || echo 224)
+    for threads in $thread_counts; do
       for who in decode tp tp_uint8 peer; do
         if [ "$who" = peer ]; then
           out=$(flock /tmp/tp_build.lock "$python" "$here/image_pipeline_peer.py" "$data/$name/train" "$threads" "$secs" "$size")

@@ -14,6 +14,8 @@
 #include <tp/data/image/transforms.hpp>
 #include <tp/data/image_folder.hpp>
 #include <tp/data/tar_shards.hpp>
+#include <tp/policies/input/queue_input.hpp>
+#include <tp/policies/input/staging_input.hpp>
 
 #include "support.hpp"
 
@@ -471,4 +473,63 @@ TEST(DecodeImages, SaysHowManyBatchesAPassHolds) {
   tp::QueueInput from_shards(tp::data::tar_shards(shards(), 1, 2) | tp::data::shuffle_buffer(4, 1) |
                              tp::data::decode_images(augment(), 1, 7) | tp::data::batch(5));
   EXPECT_EQ(from_shards.batches_per_pass(), 3);
+}
+
+// --- batches for a GPU -----------------------------------------------------------------------------
+
+// StagingInput keeps its inner input's place (on a GPU: the staged batch's): a run resumed
+// through it gives bitwise the batches the uninterrupted one gave (the image_folder example's
+// input). On the CPU it passes batches through; where there is a GPU, this runs there.
+TEST(DecodeImages, ResumeThroughStagingInputIsBitwise) {
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  const auto flow = [&] { return folder | tp::data::shuffle(3) | tp::data::decode_images(augment(), 2, 7) | tp::data::batch(5); };
+  const auto device = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  for (int drained : {7, 5}) {
+    SCOPED_TRACE("after " + std::to_string(drained) + " batches");
+    tp::StagingInput first(tp::QueueInput(flow(), 3), device);
+    drain(first, drained);
+    const auto where = first.position();
+    const auto expected = drain(first, 8);
+    tp::StagingInput resumed(tp::QueueInput(flow(), 3), device);
+    resumed.restore(where);
+    EXPECT_EQ(resumed.position(), where);
+    const auto got = drain(resumed, 8);
+    for (const auto& b : got) EXPECT_EQ(b.data.device(), device);
+    expect_same_batches(got, expected);
+  }
+}
+
+// For a CUDA device the images are decoded straight into pinned memory (nothing copies a batch
+// there), and the GPU gets exactly the batches the CPU makes, pass after pass: a pinned buffer
+// goes back to its pool, to be written again, only once its copy to the GPU is done.
+TEST(DecodeImages, OnAGpuBatchesAreDecodedIntoPinnedMemoryAndStagedExactly) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs LibTorch with CUDA and a GPU (checked on the H100 run, bench/README)";
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  const auto flow = [&] { return folder | tp::data::shuffle(3) | tp::data::decode_images(augment(), 2, 7) | tp::data::batch(5); };
+  tp::QueueInput pinned(flow(), 3);
+  pinned.pin_memory(true);
+  const auto first = pinned.next_batch();
+  EXPECT_TRUE(first.data.is_pinned());
+  EXPECT_TRUE(first.target.is_pinned());
+  EXPECT_EQ(first.data.storage().data_ptr().get_deleter(), &tp::data::detail::free_batch_memory);  // decoded there, not copied
+
+  tp::StagingInput staged(tp::QueueInput(flow(), 3), torch::Device(torch::kCUDA, 0));
+  tp::QueueInput on_cpu(flow(), 3);
+  for (int i = 0; i < 15; ++i) {  // 3 passes of 5 batches
+    const auto gpu = staged.next_batch();
+    const auto cpu = on_cpu.next_batch();
+    ASSERT_TRUE(gpu.data.is_cuda());
+    EXPECT_TRUE(torch::equal(gpu.data.cpu(), cpu.data)) << "batch " << i;
+    EXPECT_TRUE(torch::equal(gpu.target.cpu(), cpu.target)) << "batch " << i;
+  }
+}
+
+TEST(DecodeImages, PinnedMemoryWithoutAGpuIsAClearErrorThatChangesNothing) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "this process has a GPU";
+  const auto folder = tp::data::image_folder((images() / "train").string());
+  tp::QueueInput input(folder | tp::data::decode_images(augment(), 1, 7) | tp::data::batch(5));
+  EXPECT_MESSAGE(input.pin_memory(true), "tp::QueueInput::pin_memory: pinned memory (for copies to a CUDA device) needs LibTorch with CUDA");
+  const auto batch = input.next_batch();  // unpinned, as before
+  EXPECT_EQ(batch.data.size(0), 5);
+  EXPECT_FALSE(batch.data.is_pinned());
 }

@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include <stdexcept>
+
+#include <torch/cuda.h>
 #include <torch/data/example.h>
 #include <torch/types.h>
 
@@ -57,6 +60,24 @@ B to_device(B batch, torch::Device device) {
       return t.device() == device ? t : t.to(device, /*non_blocking=*/true);
     });
   }
+}
+
+namespace detail {
+// Pinned (page-locked) host memory needs LibTorch with CUDA and a GPU: says so, naming `who`.
+inline void check_pinned_memory_available(const std::string& who) {
+  if (!torch::cuda::is_available())
+    throw std::invalid_argument(who + ": pinned memory (for copies to a CUDA device) needs LibTorch with CUDA and a visible GPU, and "
+                                      "this process has none; leave pinning off on the CPU (StagingInput asks for it only "
+                                      "for a CUDA device)");
+}
+}  // namespace detail
+
+// Returns `batch` with its CPU tensors in pinned memory, so that their copy to a CUDA device
+// runs asynchronously (StagingInput's). Tensors already pinned, or not on the CPU, stay as they
+// are (no copy).
+template <class B>
+B pin_batch(B batch) {
+  return map_tensors(std::move(batch), [](torch::Tensor t) { return !t.device().is_cpu() || t.is_pinned() ? t : t.pin_memory(); });
 }
 
 // "[64, 1, 28, 28]" for a tensor, "(data [64, 1, 28, 28], target [64])" for an Example.

@@ -17,6 +17,8 @@
 //                      tower wants them
 //   sized_input        batches_per_pass(): how many batches a pass of its data has, where it can
 //                      tell (std::optional); TrainOptions' default steps_per_epoch is one pass
+//   pinned_memory_input pin_memory(bool): StagingInput asks for batches in pinned (page-locked)
+//                      host memory when it feeds a CUDA device, so that their copy is asynchronous
 //
 // Level 1: `detail::has_next_batch<I>` (the member exists and returns a value).
 // Level 2: `input_policy<I>`, which also requires the policy to be movable into the trainer.
@@ -36,6 +38,7 @@ TP_DETAIL_NAME_PROBE(position)
 TP_DETAIL_NAME_PROBE(restore)
 TP_DETAIL_NAME_PROBE(channels_last)
 TP_DETAIL_NAME_PROBE(batches_per_pass)
+TP_DETAIL_NAME_PROBE(pin_memory)
 
 template <class I>
 concept has_next_batch = requires(I& input) {
@@ -62,6 +65,9 @@ concept resumable_input = requires(I& input, const I& constant, const data::posi
 
 template <class I>
 concept channels_last_input = requires(I& input) { input.channels_last(true); };
+
+template <class I>
+concept pinned_memory_input = requires(I& input) { input.pin_memory(true); };
 
 template <class I>
 concept sized_input = requires(I& input) {
@@ -91,6 +97,10 @@ constexpr void check_input_capabilities() {
   static_assert(!bad_channels_last,
                 "tp rule [input_policy: channels_last]: an input's channels_last must be callable as "
                 "channels_last(bool)");
+  constexpr bool bad_pin = names_member_pin_memory<I> && !pinned_memory_input<I>;
+  static_assert(!bad_pin,
+                "tp rule [input_policy: pin_memory]: an input's pin_memory must be callable as "
+                "pin_memory(bool); StagingInput calls it for a CUDA device");
   constexpr bool bad_size = names_member_batches_per_pass<I> && !sized_input<I>;
   static_assert(!bad_size,
                 "tp rule [input_policy: batches_per_pass]: an input's batches_per_pass must be callable "

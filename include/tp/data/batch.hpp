@@ -143,6 +143,13 @@ class batched_view : public ranges::view_base {
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
   std::int64_t batch_size() const noexcept { return size_; }
+  // Batches in pinned memory, where the source makes them in place (decode_images): returns
+  // whether they will be (QueueInput pins the others on its thread).
+  bool pin_memory(bool on)
+    requires requires(Source& s) { { s.pin_memory(on) } -> std::convertible_to<bool>; }
+  {
+    return source_.pin_memory(on);
+  }
   // Batches in one pass, when the source can tell its length (data/length.hpp).
   std::optional<std::int64_t> items_per_pass() {
     const auto items = data::items_per_pass(source_);

@@ -57,6 +57,7 @@
 #include <torch/data/example.h>
 #include <torch/types.h>
 
+#include <tp/batch.hpp>
 #include <tp/data/batch.hpp>
 #include <tp/data/image/bad_file.hpp>
 #include <tp/data/image/decode.hpp>
@@ -74,61 +75,82 @@ namespace detail {
 
 // Memory for batches, kept for the next ones when a batch is freed: a batch of 64 float
 // 224 x 224 x 3 images is 38 MiB, which the C library would otherwise give back to the kernel
-// and fault in again page by page for the next batch (a third of the time at that size).
+// and fault in again page by page for the next batch (a third of the time at that size). Pinned
+// (page-locked, for a CUDA tower: pin_memory) buffers come from LibTorch's pinned allocator and
+// are kept the same way, since pinning memory costs far more than faulting it in.
 class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
  public:
   static constexpr std::size_t kept = 8;  // free buffers kept; more are given back
 
-  ~buffer_pool() {
-    for (auto& b : free_) std::free(b.data);
+  explicit buffer_pool(bool pinned = false) : pinned_(pinned) {
+    if (pinned) tp::detail::check_pinned_memory_available("tp::data::decode_images::pin_memory");
   }
+  ~buffer_pool() {
+    for (auto& b : free_) release(b);
+  }
+  bool pinned() const noexcept { return pinned_; }
+
   // A CPU tensor of these sizes and type, in memory made to be batched in place (batch.hpp's
   // batch_memory), which comes back here when the last tensor using it is freed.
   torch::Tensor take(torch::IntArrayRef sizes, torch::ScalarType type) {
     std::int64_t count = 1;
     for (auto s : sizes) count *= s;
     const std::size_t bytes = (std::size_t(count) * c10::elementSize(type) + 63) / 64 * 64;
-    void* data = nullptr;
+    std::optional<buffer> found;
     {
       std::lock_guard lock(mutex_);
       for (auto it = free_.rbegin(); it != free_.rend(); ++it)  // the last freed first: still in the caches
         if (it->bytes == bytes) {
-          data = it->data;
+          found = std::move(*it);
           free_.erase(std::next(it).base());
           break;
         }
     }
-    if (!data) data = std::aligned_alloc(64, bytes);
-    if (!data) throw std::bad_alloc();
-    auto* owner = new pooled(shared_from_this(), data, bytes);
-    c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, c10::DataPtr(data, owner, &free_batch_memory, c10::Device(c10::kCPU)),
-                         nullptr, false);
+    if (!found) found = allocate(bytes);
+    auto* owner = new pooled(shared_from_this(), std::move(*found));
+    c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                         c10::DataPtr(owner->memory.data, owner, &free_batch_memory, c10::Device(c10::kCPU)), nullptr, false);
     return torch::empty({0}, torch::TensorOptions(type)).set_(storage, 0, sizes);
   }
 
  private:
   struct buffer {
-    void* data;
-    std::size_t bytes;
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    torch::Tensor pinned;  // the pinned allocation that holds `data`, if pinned
   };
   struct pooled : batch_memory {
-    pooled(std::shared_ptr<buffer_pool> p, void* d, std::size_t b) : pool(std::move(p)), data(d), bytes(b) {}
-    ~pooled() override { pool->give_back(data, bytes); }
+    pooled(std::shared_ptr<buffer_pool> p, buffer b) : pool(std::move(p)), memory(std::move(b)) {}
+    ~pooled() override { pool->give_back(std::move(memory)); }
     std::shared_ptr<buffer_pool> pool;
-    void* data;
-    std::size_t bytes;
+    buffer memory;
   };
-  void give_back(void* data, std::size_t bytes) {
+
+  buffer allocate(std::size_t bytes) const {
+    if (pinned_) {
+      auto block = torch::empty({static_cast<std::int64_t>(bytes)}, torch::TensorOptions(torch::kByte).pinned_memory(true));
+      return {block.data_ptr(), bytes, block};
+    }
+    void* data = std::aligned_alloc(64, bytes);
+    if (!data) throw std::bad_alloc();
+    return {data, bytes, {}};
+  }
+  static void release(buffer& b) {
+    if (!b.pinned.defined()) std::free(b.data);
+    b.pinned.reset();
+  }
+  void give_back(buffer b) {
     {
       std::lock_guard lock(mutex_);
       if (free_.size() < kept) {
-        free_.push_back({data, bytes});
+        free_.push_back(std::move(b));
         return;
       }
     }
-    std::free(data);
+    release(b);
   }
 
+  bool pinned_;
   std::mutex mutex_;
   std::vector<buffer> free_;
 };
@@ -240,6 +262,12 @@ class seeded_chunks : public ranges::view_base {
     slab_size_ = n;
     if (!pool_) pool_ = std::make_shared<buffer_pool>();
   }
+  // Batches made in place go to pinned memory from now on (with pin = true).
+  void set_pinned(bool pin) {
+    if (!pool_ || pool_->pinned() != pin) pool_ = std::make_shared<buffer_pool>(pin);
+  }
+  bool pinned() const noexcept { return pool_ && pool_->pinned(); }
+  bool batched_in_place() const noexcept { return slab_size_ > 0; }
 
  private:
   Source source_;
@@ -367,6 +395,14 @@ class decoded_view : public ranges::view_base {
   // each, so that batching them copies nothing (when f can write into a given tensor, as
   // transforms can, and the images of a batch have the same sizes).
   void batch_in_place(std::int64_t n) { inner_.base().set_slab_size(n); }
+  // Those batch buffers in pinned (page-locked) memory, for a CUDA tower: its copy to the GPU
+  // then runs asynchronously, and nothing copies the batch into pinned memory first (QueueInput
+  // asks for this when StagingInput feeds a CUDA device). Needs LibTorch with CUDA and a GPU.
+  // Returns whether the batches will be pinned (only those batch(n) makes in place are).
+  bool pin_memory(bool on) {
+    inner_.base().set_pinned(on);
+    return on && inner_.base().batched_in_place();
+  }
 
   std::uint64_t passes() const noexcept { return passes_; }
   void set_passes(std::uint64_t passes) noexcept { passes_ = passes; }

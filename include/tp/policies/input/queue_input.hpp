@@ -27,6 +27,7 @@
 #include <range/v3/range/concepts.hpp>
 #include <range/v3/range/traits.hpp>
 
+#include <tp/batch.hpp>
 #include <tp/data/length.hpp>
 #include <tp/data/pass_position.hpp>
 #include <tp/data/state.hpp>
@@ -99,6 +100,16 @@ class QueueInput {
     state_->channels_last = on;
   }
 
+  // Batches in pinned memory (StagingInput asks for it when it feeds a CUDA device; before
+  // start): made there by a dataflow that can (decode_images | batch(n) decodes into pinned
+  // buffers), copied there on this input's thread otherwise, so that the step does not pay.
+  void pin_memory(bool on) {
+    if (on) detail::check_pinned_memory_available("tp::QueueInput::pin_memory");
+    std::lock_guard lock(state_->mutex);
+    if constexpr (requires(Dataflow& d) { d.pin_memory(on); }) state_->dataflow.pin_memory(on);
+    state_->pin = on;
+  }
+
   // Where the next batch popped will come from.
   data::position position() const {
     auto& s = *state_;
@@ -159,7 +170,7 @@ class QueueInput {
     std::deque<item> queue;
     std::thread producer;
     bool stopping = false;
-    bool channels_last = false;
+    bool channels_last = false, pin = false;
     std::exception_ptr failure;  // the dataflow failed: every call rethrows this
     // The producer's place in the dataflow. Only the producer touches it while it runs.
     std::optional<ranges::iterator_t<Dataflow>> read;
@@ -204,6 +215,11 @@ class QueueInput {
     s.pass_starts[s.pass] = {std::move(start), started_at};
   }
 
+  static batch_type prepared(const shared& s, batch_type batch) {
+    if (s.channels_last) batch = channels_last_batch(std::move(batch));
+    return s.pin ? pin_batch(std::move(batch)) : batch;
+  }
+
   static void produce(shared& s) {
     try {
       for (;;) {
@@ -218,7 +234,7 @@ class QueueInput {
           // on an empty pass, so this ends).
           while (!s.read || *s.read == *s.end) begin_pass(s);
           // Converted here, on the producer's thread, so that the step does not pay for it.
-          s.pending.emplace(item{std::optional<batch_type>(s.channels_last ? channels_last_batch(**s.read) : **s.read), s.pass, s.offset++, nullptr});
+          s.pending.emplace(item{std::optional<batch_type>(prepared(s, **s.read)), s.pass, s.offset++, nullptr});
           s.advance_due = true;
         }
         std::unique_lock lock(s.mutex);

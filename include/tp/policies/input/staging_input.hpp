@@ -5,6 +5,13 @@
 // waits for that copy with an event, and the tensors are recorded on the compute stream so that
 // the caching allocator does not reuse their memory too early. On the CPU there is nothing to
 // stage and it adds nothing: next_batch() is the inner input's.
+//
+// - Pinned batches: for a CUDA device it asks the inner input for batches in pinned memory
+//   (pin_memory(true): QueueInput makes them there on its thread, decode_images | batch(n)
+//   decodes straight into pinned buffers), and pins on this thread only what still is not.
+//   A host batch is kept until its copy has finished, since its memory may go back to a pool.
+// - Resumable when the inner input is: position() is that of the staged batch, which was taken
+//   from the inner input but not yet handed out, and restore() drops it.
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -13,6 +20,7 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/input.hpp>
+#include <tp/data/state.hpp>
 
 #ifdef TP_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -23,8 +31,20 @@
 
 namespace tp {
 
+namespace detail {
+// position() and restore() for a StagingInput whose inner input has them, and neither for one
+// whose inner input has not (a member that exists only in part would break the input rules).
+template <class Staging, bool resumable>
+struct staging_position {};
+template <class Staging>
+struct staging_position<Staging, true> {
+  data::position position() const { return static_cast<const Staging&>(*this).staged_position(); }
+  void restore(const data::position& where) { static_cast<Staging&>(*this).restore_staged(where); }
+};
+}  // namespace detail
+
 template <input_policy Inner>
-class StagingInput {
+class StagingInput : public detail::staging_position<StagingInput<Inner>, resumable_input<Inner>> {
  public:
   using batch_type = batch_t<Inner>;
 
@@ -32,6 +52,7 @@ class StagingInput {
     if (device_.is_cuda()) {
 #ifdef TP_WITH_CUDA
       if (!device_.has_index()) device_ = torch::Device(torch::kCUDA, 0);
+      if constexpr (pinned_memory_input<Inner>) inner_.pin_memory(true);
 #else
       throw std::invalid_argument("tp::StagingInput: device " + device_.str() +
                                   " was asked for, but tp was built without CUDA (this LibTorch has none)");
@@ -63,18 +84,40 @@ class StagingInput {
     if constexpr (channels_last_input<Inner>) inner_.channels_last(on);
   }
 
+
  private:
+  friend detail::staging_position<StagingInput, resumable_input<Inner>>;
+
+  // Where the next batch handed out comes from: the staged one's place, else the inner input's.
+  data::position staged_position() const {
+#ifdef TP_WITH_CUDA
+    if (next_) return next_->position;
+#endif
+    return inner_.position();
+  }
+  void restore_staged(const data::position& where) {
+#ifdef TP_WITH_CUDA
+    if (next_) next_->copied.synchronize();  // its host memory may be reused once it is dropped
+    next_.reset();
+#endif
+    inner_.restore(where);
+  }
+
 #ifdef TP_WITH_CUDA
   struct staged {
-    batch_type batch;
+    batch_type batch, host;  // on the device, and the pinned batch it is copied from
     at::cuda::CUDAEvent copied;
+    data::position position;  // the inner input's before this batch (when it is resumable)
   };
 
   void stage() {
-    auto host = map_tensors(inner_.next_batch(), [](torch::Tensor t) { return t.is_cuda() || t.is_pinned() ? t : t.pin_memory(); });
+    data::position before;
+    if constexpr (resumable_input<Inner>) before = inner_.position();
+    auto host = pin_batch(inner_.next_batch());
     if (!side_) side_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index()));
     c10::cuda::CUDAStreamGuard on_side(*side_);
-    next_.emplace(staged{to_device(std::move(host), device_), at::cuda::CUDAEvent()});
+    auto on_device = to_device(host, device_);
+    next_.emplace(staged{std::move(on_device), std::move(host), at::cuda::CUDAEvent(), std::move(before)});
     next_->copied.record(*side_);
   }
 
@@ -86,6 +129,9 @@ class StagingInput {
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), compute);
       return t;
     });
+    // The host batch's memory may return to a pool (decode_images' pinned buffers) and be
+    // written again: only after the copy out of it has finished (issued a step ago: no wait).
+    next_->copied.synchronize();
     next_.reset();
     stage();  // the following batch, copied while this one is used
     return batch;

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# gpu_check.sh: tp's GPU checks, run on a lent GPU machine from the repository's root, with the
+# folder that scripts/gpu_deps.sh fills here (.deps) carried along:
+#
+#   device run: bash scripts/gpu_check.sh        (carry: [".deps"])
+#
+# That machine has LibTorch with CUDA only as its Python torch, and no CMake packages for tp's
+# dependencies, so this compiles the few programs it needs directly (g++, 16 cores) against that
+# LibTorch: the image and input tests (the CUDA ones run there: pinned decoding, staging,
+# resume through StagingInput), the examples fashion_mnist and image_folder (which trains on the
+# GPU from JPEG files), and bench_image_pipeline. Then it runs them, each step under a time
+# limit, writing what each printed to $OUT (or ./gpu_out). STEPS (default "tests examples
+# bench") picks steps; THREADS and SETS go to bench/image_pipeline.sh.
+set -uo pipefail
+root=$(pwd)
+deps=$root/.deps
+out=${OUT:-$root/gpu_out}
+work=/tmp/tp_gpu
+steps=${STEPS:-tests examples bench}
+mkdir -p "$out" "$work"
+[ -f "$deps/include/jpeglib.h" ] || { echo "gpu_check.sh: no $deps (run scripts/gpu_deps.sh here, and carry .deps)" >&2; exit 2; }
+log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
+
+# Debian 12's libraries; ICU's data unpacked; Fashion-MNIST where tp and the scripts look for it.
+[ -f "$deps/lib/libicudata.so.72" ] || python3 -c "import lzma, sys; open(sys.argv[2], 'wb').write(lzma.open(sys.argv[1]).read())" \
+  "$deps/lib/libicudata.so.72.xz" "$deps/lib/libicudata.so.72"
+mkdir -p /usr/share/datasets && ln -sfn "$deps/fashion-mnist" /usr/share/datasets/fashion-mnist
+torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+cuda_dir=/usr/local/cuda  # CUDA's toolkit; else the pip packages' headers and runtime beside torch
+[ -f "$cuda_dir/include/cuda_runtime_api.h" ] ||
+  cuda_dir=$(dirname "$(find "$torch_dir/.." -path "*nvidia*" -name cuda_runtime_api.h | head -1)")/..
+[ -e "$cuda_dir/lib64" ] || ln -sfn lib "$cuda_dir/lib64" 2>/dev/null
+ls "$cuda_dir"/lib64/libcudart.so* >/dev/null 2>&1 || { ls "$cuda_dir"/lib64/libcudart.so.* && ln -sf "$(ls "$cuda_dir"/lib64/libcudart.so.* | head -1)" "$cuda_dir/lib64/libcudart.so"; }
+echo "CUDA from $cuda_dir" >>"$out/summary.txt"
+{ nvidia-smi -L; g++ --version | head -1; python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'; nproc; } \
+  2>&1 | tee -a "$out/summary.txt"
+
+# tp's sources need C++20; pip's LibTorch is built with the new C++ ABI. The system's libstdc++
+# goes first: those wheels export older std::filesystem symbols (README, Supported platforms).
+flags=(-std=c++20 -O2 -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI=1 -DTP_WITH_CUDA=1 -I"$root/include" -isystem "$deps/include"
+       -isystem "$torch_dir/include" -isystem "$torch_dir/include/torch/csrc/api/include" -isystem "$cuda_dir/include"
+       -DTP_PYTHON=\"python3\" -DTP_SOURCE_DIR=\""$root"\" -DTP_RESUME_WORKER=\"/bin/false\" -DTP_EXPORT=\"/bin/false\")
+libs=(-Wl,--no-as-needed -lstdc++ -L"$torch_dir/lib" -Wl,-rpath,"$torch_dir/lib" -ltorch -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10
+      -L"$cuda_dir/lib64" -Wl,-rpath,"$cuda_dir/lib64" -lcudart -Wl,--as-needed
+      -L"$deps/lib" -Wl,-rpath,"$deps/lib" -Wl,-rpath-link,"$deps/lib" -ljpeg -lpng16 -larchive -lz -lpthread)
+build() {  # NAME SOURCES...: compiles the sources in parallel, then links NAME
+  local name=$1 objects=() pids=()
+  shift
+  for src in "$@"; do
+    local o="$work/$(basename "$src" .cpp).o"
+    objects+=("$o")
+    g++ "${flags[@]}" -c "$root/$src" -o "$o" >"$work/$(basename "$src").log" 2>&1 & pids+=($!)
+  done
+  local ok=0
+  for p in "${pids[@]}"; do wait "$p" || ok=1; done
+  if [ $ok -ne 0 ]; then
+    log "build $name: FAILED"
+    for src in "$@"; do head -c 3000 "$work/$(basename "$src").log"; done | tee -a "$out/summary.txt"
+    return 1
+  fi
+  local extra=()
+  [ "$name" = gpu_tests ] && extra=("$deps/lib/libgtest_main.a" "$deps/lib/libgtest.a")
+  g++ "${objects[@]}" "${extra[@]}" "${libs[@]}" -o "$work/$name" >"$work/$name.link.log" 2>&1 ||
+    { log "link $name: FAILED"; head -c 3000 "$work/$name.link.log" | tee -a "$out/summary.txt"; return 1; }
+  log "built $name"
+}
+
+log "building"
+build gpu_tests tests/test_image_sources.cpp tests/test_input.cpp &
+b1=$!
+build image_folder examples/image_folder.cpp &
+b2=$!
+build fashion_mnist examples/fashion_mnist.cpp &
+b3=$!
+build bench_image_pipeline bench/bench_image_pipeline.cpp &
+b4=$!
+wait $b1 $b2 $b3 $b4
+
+export OMP_NUM_THREADS=4
+if [[ " $steps " == *" tests "* && -x $work/gpu_tests ]]; then
+  log "tests (the CUDA ones run here)"
+  timeout 240 "$work/gpu_tests" --gtest_brief=1 >"$out/tests.txt" 2>&1
+  echo "exit $?" >>"$out/tests.txt"
+  grep -E "PASSED|FAILED|SKIPPED|exit" "$out/tests.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if [[ " $steps " == *" examples "* ]]; then
+  log "Fashion-MNIST as JPEG files"
+  [ -d "$work/fm/train" ] || python3 "$root/scripts/write_image_folder.py" "$work/fm" --format jpeg >/dev/null
+  if [ -x "$work/fashion_mnist" ]; then
+    log "fashion_mnist, in memory, on the GPU"
+    start=$SECONDS
+    ( cd "$work" && timeout 150 ./fashion_mnist --epochs 3 ) >"$out/fashion_mnist.txt" 2>&1
+    echo "exit $?, wall $((SECONDS - start)) s" >>"$out/fashion_mnist.txt"
+    grep -E "final test accuracy|wall|rror|it/s" "$out/fashion_mnist.txt" | tail -4 | tee -a "$out/summary.txt"
+  fi
+  if [ -x "$work/image_folder" ]; then
+    log "image_folder, from JPEG files, on the GPU (8 decode threads)"
+    start=$SECONDS
+    ( cd "$work" && timeout 150 ./image_folder fm/train fm/test --epochs 3 --threads 8 ) >"$out/image_folder.txt" 2>&1
+    echo "exit $?, wall $((SECONDS - start)) s" >>"$out/image_folder.txt"
+    grep -E "final test accuracy|wall|rror|it/s" "$out/image_folder.txt" | tail -4 | tee -a "$out/summary.txt"
+  fi
+fi
+if [[ " $steps " == *" bench "* && -x $work/bench_image_pipeline ]]; then
+  log "bench/image_pipeline.sh"
+  THREADS=${THREADS:-2 4 8} SETS=${SETS:-fm256} REPS=${REPS:-1} SECS=${SECS:-2} TP_PYTHON=python3 TP_IMAGE_BENCH_DATA=$work/bench \
+    timeout 200 bash "$root/bench/image_pipeline.sh" "$work/bench_image_pipeline" >"$out/bench.txt" 2>&1
+  tail -8 "$out/bench.txt" | tee -a "$out/summary.txt"
+fi
+log "done"
