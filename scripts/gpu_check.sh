@@ -85,7 +85,7 @@ if [[ " $steps " == *" tests "* && -x $work/gpu_tests ]]; then
 fi
 if [[ " $steps " == *" examples "* ]]; then
   log "Fashion-MNIST as JPEG files"
-  [ -d "$work/fm/train" ] || python3 "$root/scripts/write_image_folder.py" "$work/fm" --format jpeg >/dev/null
+  [ -d "$work/fm/train" ] || python3 "$root/scripts/write_image_folder.py" "$work/fm" --format jpeg 2>&1 | tail -3 | tee -a "$out/summary.txt"
   if [ -x "$work/fashion_mnist" ]; then
     log "fashion_mnist, in memory, on the GPU"
     start=$SECONDS

@@ -13,7 +13,7 @@ out=${1:-$root/.deps}
 lib=/usr/lib/x86_64-linux-gnu
 rm -rf "$out"
 mkdir -p "$out/include" "$out/lib" "$out/fashion-mnist"
-for d in range meta concepts nlohmann CLI gtest; do cp -r "/usr/include/$d" "$out/include/"; done
+for d in range meta concepts std gloo nlohmann CLI gtest; do cp -r "/usr/include/$d" "$out/include/"; done
 cp /usr/include/{jerror,jmorecfg,jpeglib,png,pngconf,pnglibconf,archive,archive_entry,zlib,zconf}.h /usr/include/x86_64-linux-gnu/jconfig.h "$out/include/"
 cp "$lib"/libgtest.a "$lib"/libgtest_main.a "$out/lib/"
 for so in libjpeg.so.62 libpng16.so.16 libarchive.so.13 libnettle.so.8 libacl.so.1 liblzma.so.5 libzstd.so.1 liblz4.so.1 libbz2.so.1.0 libz.so.1 libxml2.so.2 libicuuc.so.72; do
