@@ -2,10 +2,15 @@
 // The taps of resample.hpp's bilinear filter along one axis: for each output pixel, the first
 // source pixel it reads and its weights (PIL's ImagingResample: a triangle filter, stretched by
 // the shrinking factor when shrinking, sampling positions at pixel centres), then equalized to one
-// count for all pixels so that the pixel loops have fixed trip counts.
+// count for all pixels so that the pixel loops have fixed trip counts. axis_taps keeps those of
+// small outputs for reuse.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <unordered_map>
 #include <vector>
 
 namespace tp::data::detail {
@@ -75,6 +80,50 @@ inline void equalize_taps(filter_taps& t, std::int64_t in) {
   }
   t.weights.swap(weights);
   t.stride = taps;
+}
+
+// The equalized taps of axis `axis` (0: x, 1: y; each has its own store, so that the two of one
+// image stay valid together). Those of outputs of up to 64 pixels are kept per thread and reused:
+// the crop boxes of a small image recur (a 28-pixel axis has a few hundred), and computing their
+// taps took a tenth of a 28 x 28 transform; a store holds up to 4 MiB of taps (all of a 28-pixel
+// image's boxes take under 1 MiB) and starts again when full. A larger output's boxes rarely
+// recur and its taps are a few percent of its resampling: they are computed into `scratch`.
+inline const filter_taps& axis_taps(int axis, double start, double length, std::int64_t in, std::int64_t out, bool reverse, filter_taps& scratch) {
+  constexpr std::int64_t largest_kept = 64;
+  constexpr std::size_t budget = std::size_t(1) << 20;  // values (4 bytes each) a store holds
+  if (out > largest_kept) {
+    bilinear_taps(start, length, in, out, reverse, scratch);
+    equalize_taps(scratch, in);
+    return scratch;
+  }
+  struct key {
+    double start, length;
+    std::int64_t in, out;
+    bool reverse;
+    bool operator==(const key&) const = default;
+  };
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept {
+      std::size_t h = std::hash<double>{}(k.start);
+      for (std::size_t v : {std::hash<double>{}(k.length), std::size_t(k.in), std::size_t(k.out), std::size_t(k.reverse)})
+        h = (h ^ v) * 0x100000001b3ull;
+      return h;
+    }
+  };
+  struct store {
+    std::unordered_map<key, filter_taps, key_hash> taps;
+    std::size_t values = 0;
+  };
+  thread_local std::array<store, 2> stores;
+  auto& s = stores[axis];
+  const key k{start, length, in, out, reverse};
+  if (const auto it = s.taps.find(k); it != s.taps.end()) return it->second;
+  if (s.values > budget) s.taps.clear(), s.values = 0;
+  filter_taps& t = s.taps[k];
+  bilinear_taps(start, length, in, out, reverse, t);
+  equalize_taps(t, in);
+  s.values += t.weights.size() + 2 * t.first.size();
+  return t;
 }
 
 }  // namespace tp::data::detail

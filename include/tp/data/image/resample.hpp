@@ -113,12 +113,10 @@ inline void store(Out* o, const float* v, std::int64_t n, float a, float b) {
 template <class T, class Out>
 void resample(const pixels<T>& src, double x0, double y0, double box_w, double box_h, std::int64_t out_h,
               std::int64_t out_w, bool flip, const float* scale, const float* offset, std::int64_t out_channels, Out* out) {
-  thread_local filter_taps tx, ty;
+  thread_local filter_taps scratch_x, scratch_y;
   thread_local std::vector<float> row, ring, acc;
-  bilinear_taps(x0, box_w, src.width, out_w, flip, tx);
-  bilinear_taps(y0, box_h, src.height, out_h, false, ty);
-  equalize_taps(tx, src.width);
-  equalize_taps(ty, src.height);
+  const filter_taps& tx = axis_taps(0, x0, box_w, src.width, out_w, flip, scratch_x);
+  const filter_taps& ty = axis_taps(1, y0, box_h, src.height, out_h, false, scratch_y);
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<T, std::uint8_t>)
     if (src.channels == 3 && out_channels == 3 && src.stride_c == 1 && src.stride_x == 3)
