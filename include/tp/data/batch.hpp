@@ -146,7 +146,7 @@ class batched_view : public ranges::view_base {
   // Batches in pinned memory, where the source makes them in place (decode_images): returns
   // whether they will be (QueueInput pins the others on its thread).
   bool pin_memory(bool on)
-    requires requires(Source& s) { { s.pin_memory(on) } -> std::convertible_to<bool>; }
+    requires requires(Source& s) { { s.pin_memory(true) } -> std::convertible_to<bool>; }
   {
     return source_.pin_memory(on);
   }

@@ -106,7 +106,7 @@ class QueueInput {
   void pin_memory(bool on) {
     if (on) detail::check_pinned_memory_available("tp::QueueInput::pin_memory");
     std::lock_guard lock(state_->mutex);
-    if constexpr (requires(Dataflow& d) { d.pin_memory(on); }) state_->dataflow.pin_memory(on);
+    if constexpr (requires(Dataflow& d) { d.pin_memory(true); }) state_->dataflow.pin_memory(on);
     state_->pin = on;
   }
 
