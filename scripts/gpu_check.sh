@@ -65,16 +65,15 @@ build() {  # NAME SOURCES...: compiles the sources in parallel, then links NAME
   log "built $name"
 }
 
-log "building"
-build gpu_tests tests/test_image_sources.cpp tests/test_input.cpp &
-b1=$!
-build image_folder examples/image_folder.cpp &
-b2=$!
-build fashion_mnist examples/fashion_mnist.cpp &
-b3=$!
-build bench_image_pipeline bench/bench_image_pipeline.cpp &
-b4=$!
-wait $b1 $b2 $b3 $b4
+log "building what the steps run"
+builds=()
+if [[ " $steps " == *" tests "* ]]; then build gpu_tests tests/test_image_sources.cpp tests/test_input.cpp & builds+=($!); fi
+if [[ " $steps " == *" examples "* ]]; then
+  build image_folder examples/image_folder.cpp & builds+=($!)
+  build fashion_mnist examples/fashion_mnist.cpp & builds+=($!)
+fi
+if [[ " $steps " == *" bench "* ]]; then build bench_image_pipeline bench/bench_image_pipeline.cpp & builds+=($!); fi
+for b in "${builds[@]}"; do wait "$b"; done
 
 export OMP_NUM_THREADS=4
 if [[ " $steps " == *" tests "* && -x $work/gpu_tests ]]; then

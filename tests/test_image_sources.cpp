@@ -14,6 +14,8 @@
 #include <tp/data/image/transforms.hpp>
 #include <tp/data/image_folder.hpp>
 #include <tp/data/tar_shards.hpp>
+#include <tp/policies/input/dummy_input.hpp>
+#include <tp/policies/input/feed_input.hpp>
 #include <tp/policies/input/queue_input.hpp>
 #include <tp/policies/input/staging_input.hpp>
 
@@ -513,6 +515,13 @@ TEST(DecodeImages, OnAGpuBatchesAreDecodedIntoPinnedMemoryAndStagedExactly) {
   EXPECT_TRUE(first.target.is_pinned());
   EXPECT_EQ(first.data.storage().data_ptr().get_deleter(), &tp::data::detail::free_batch_memory);  // decoded there, not copied
 
+  tp::FeedInput fed(flow());
+  fed.pin_memory(true);
+  EXPECT_EQ(fed.next_batch().data.storage().data_ptr().get_deleter(), &tp::data::detail::free_batch_memory);
+  tp::DummyInput dummy(torch::ones({2, 3}));
+  dummy.pin_memory(true);
+  EXPECT_TRUE(dummy.next_batch().is_pinned());
+
   tp::StagingInput staged(tp::QueueInput(flow(), 3), torch::Device(torch::kCUDA, 0));
   tp::QueueInput on_cpu(flow(), 3);
   for (int i = 0; i < 15; ++i) {  // 3 passes of 5 batches
@@ -532,4 +541,10 @@ TEST(DecodeImages, PinnedMemoryWithoutAGpuIsAClearErrorThatChangesNothing) {
   const auto batch = input.next_batch();  // unpinned, as before
   EXPECT_EQ(batch.data.size(0), 5);
   EXPECT_FALSE(batch.data.is_pinned());
+  tp::FeedInput fed(folder | tp::data::decode_images(augment(), 1, 7) | tp::data::batch(5));
+  EXPECT_MESSAGE(fed.pin_memory(true), "tp::FeedInput::pin_memory: pinned memory (for copies to a CUDA device) needs LibTorch with CUDA");
+  EXPECT_EQ(fed.next_batch().data.size(0), 5);
+  tp::DummyInput dummy(torch::ones({2, 3}));
+  EXPECT_MESSAGE(dummy.pin_memory(true), "tp::DummyInput::pin_memory: pinned memory (for copies to a CUDA device) needs LibTorch with CUDA");
+  EXPECT_TRUE(torch::equal(dummy.next_batch(), torch::ones({2, 3})));
 }

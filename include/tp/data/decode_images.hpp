@@ -76,8 +76,9 @@ namespace detail {
 // Memory for batches, kept for the next ones when a batch is freed: a batch of 64 float
 // 224 x 224 x 3 images is 38 MiB, which the C library would otherwise give back to the kernel
 // and fault in again page by page for the next batch (a third of the time at that size). Pinned
-// (page-locked, for a CUDA tower: pin_memory) buffers come from LibTorch's pinned allocator and
-// are kept the same way, since pinning memory costs far more than faulting it in.
+// (page-locked, for a CUDA tower: pin_memory) buffers come from LibTorch's pinned allocator and go
+// back to it: it caches them too, and reuses one only once the copies to a GPU recorded on it
+// have finished, which this pool could not tell.
 class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
  public:
   static constexpr std::size_t kept = 8;  // free buffers kept; more are given back
@@ -140,6 +141,7 @@ class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
     b.pinned.reset();
   }
   void give_back(buffer b) {
+    if (b.pinned.defined()) return release(b);  // to LibTorch's pinned allocator (see the top)
     {
       std::lock_guard lock(mutex_);
       if (free_.size() < kept) {

@@ -13,6 +13,7 @@
 #include <range/v3/range/concepts.hpp>
 #include <range/v3/range/traits.hpp>
 
+#include <tp/batch.hpp>
 #include <tp/data/length.hpp>
 #include <tp/data/pass_position.hpp>
 #include <tp/data/state.hpp>
@@ -47,6 +48,13 @@ class FeedInput {
 
   // Batches in channels-last order (set by the trainer when the tower asks for it).
   void channels_last(bool on) noexcept { channels_last_ = on; }
+
+  // Batches in pinned memory where the dataflow makes them so (decode_images | batch(n) decodes
+  // into pinned buffers); StagingInput asks for it for a CUDA device, and pins the rest itself.
+  void pin_memory(bool on) {
+    if (on) detail::check_pinned_memory_available("tp::FeedInput::pin_memory");
+    if constexpr (requires(Dataflow& d) { d.pin_memory(true); }) dataflow_->pin_memory(on);
+  }
 
   // Where the next batch will come from; restore() goes back there, on this layout or another
   // (data/pass_position.hpp). A restore that throws changes nothing.

@@ -9,7 +9,8 @@
 // - Pinned batches: for a CUDA device it asks the inner input for batches in pinned memory
 //   (pin_memory(true): QueueInput makes them there on its thread, decode_images | batch(n)
 //   decodes straight into pinned buffers), and pins on this thread only what still is not.
-//   A host batch is kept until its copy has finished, since its memory may go back to a pool.
+//   A host batch is kept until its copy has finished, in case its memory goes back to a pool
+//   that does not know about the copy (LibTorch's pinned allocator does, decode_images' uses it).
 // - Resumable when the inner input is: position() is that of the staged batch, which was taken
 //   from the inner input but not yet handed out, and restore() drops it.
 #include <optional>
