@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains fashion_mnist for a short epoch, then scores its checkpoint with `evaluate`, in one
 # process and in two (tp-run): the test error and cost must be those the training run put in
-# stats.json for that epoch.
+# stats.json for that epoch (within roundings, see check).
 #
 #   evaluate_checkpoint.sh FASHION_MNIST EVALUATE TP_RUN LOGDIR
 set -euo pipefail
@@ -17,7 +17,11 @@ check() {  # check <what> <evaluate output>
 want = [float(v) for v in sys.argv[2].split()]
 got = dict(line.split()[-2:] for line in sys.argv[3].splitlines() if " test_" in " " + line)  # tp-run prefixes "[rank] "
 got = [float(got["test_error"]), float(got["test_cost"])]
-assert all(abs(a - b) <= 1e-9 * max(1, abs(b)) for a, b in zip(got, want)), f"{sys.argv[1]}: evaluate gave {got}, stats.json has {want}"
+# Within roundings: the two runs score the test set in batches of other sizes, and some BLAS
+# kernels round the product of a row differently with the size of the batch (the generic Prescott
+# kernels of OpenBLAS, its fallback on CPUs it does not know): the cost to 1e-6, the error to one image.
+close = abs(got[0] - want[0]) <= 1.5e-4 and abs(got[1] - want[1]) <= 1e-6 * max(1, abs(want[1]))
+assert close, f"{sys.argv[1]}: evaluate gave {got}, stats.json has {want}"
 print(f"{sys.argv[1]}: test_error {got[0]}, test_cost {got[1]}: as stats.json recorded")' "$1" "$recorded" "$2"
 }
 check "one process" "$("$evaluate" "$checkpoint" --show 3)"

@@ -2,15 +2,15 @@
 // What tp needs to know about a batch, whatever its type: how to move it to a tower's device
 // and how to describe its shapes in an error message. Tensors, torch::data::Example, std::pair,
 // std::tuple and std::vector of those are understood; any other type is moved with its own
-// `to(device)` if it has one and is otherwise left where it is.
+// `to(device)` if it has one and is otherwise left where it is; pin_batch puts a batch in pinned
+// memory for a CUDA device.
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <stdexcept>
 
 #include <torch/cuda.h>
 #include <torch/data/example.h>

@@ -268,7 +268,6 @@ class seeded_chunks : public ranges::view_base {
   void set_pinned(bool pin) {
     if (!pool_ || pool_->pinned() != pin) pool_ = std::make_shared<buffer_pool>(pin);
   }
-  bool pinned() const noexcept { return pool_ && pool_->pinned(); }
   bool batched_in_place() const noexcept { return slab_size_ > 0; }
 
  private:
