@@ -20,8 +20,9 @@
 // (Adam, its learning rate lowered to 0.3 times from epoch 3) and the seeds are fashion_mnist's:
 // from a list file in the IDX files' order, the run sees the in-memory run's examples in its
 // order. On a machine with a GPU it trains there (SingleDevice::best_available), its batches
-// decoded into pinned memory and staged on the GPU a step ahead (StagingInput). --augment adds a random horizontal flip and a random resized crop of 75-100% of the
-// image (torchvision's RandomResizedCrop). --skip-bad-files leaves out files that cannot be
+// decoded into pinned memory and staged on the GPU a step ahead (StagingInput). --augment adds
+// a random horizontal flip and a random resized crop of 75-100% of the image (torchvision's
+// RandomResizedCrop). --skip-bad-files leaves out files that cannot be
 // decoded, counting them each pass, instead of stopping at the first with its path.
 #include <algorithm>
 #include <filesystem>

@@ -85,7 +85,6 @@ class StagingInput : public detail::staging_position<StagingInput<Inner>, resuma
     if constexpr (channels_last_input<Inner>) inner_.channels_last(on);
   }
 
-
  private:
   friend detail::staging_position<StagingInput, resumable_input<Inner>>;
 
@@ -130,7 +129,7 @@ class StagingInput : public detail::staging_position<StagingInput<Inner>, resuma
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), compute);
       return t;
     });
-    // The host batch's memory may return to a pool (decode_images' pinned buffers) and be
+    // The host batch's memory may return to a pool that does not know about the copy, and be
     // written again: only after the copy out of it has finished (issued a step ago: no wait).
     next_->copied.synchronize();
     next_.reset();
