@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <jpeglib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,6 +44,23 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
+// The process's CPU time (all threads, user and system), in seconds. With TP_BENCH_CPU set, each
+// run also prints the CPU microseconds it spent per image to stderr: on a shared machine the
+// work per image moves less with the neighbours' load than the images per second do.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](timeval t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+struct cpu_meter {
+  double start = cpu_seconds();
+  double report(double images) const {
+    if (std::getenv("TP_BENCH_CPU")) std::fprintf(stderr, "cpu_us_per_image %.3f\n", (cpu_seconds() - start) / images * 1e6);
+    return images;
+  }
+};
+
 tp::data::transforms augment(std::int64_t size, bool normalized = true) {
   auto t = tp::data::transforms(tp::data::color::rgb).random_resized_crop(size, size).random_horizontal_flip(0.5);
   if (normalized) t.normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
@@ -54,14 +72,16 @@ double run_tp(const std::string& root, int threads, double seconds, std::int64_t
               tp::data::batch(64);
   std::int64_t images = 0;
   std::optional<clock_type::time_point> start;
+  std::optional<cpu_meter> cpu;
   for (;;) {  // passes
     for (auto&& b : flow) {
       if (!start) {
         start = clock_type::now();
+        cpu.emplace();
         continue;
       }
       images += b.data.size(0);
-      if (seconds_since(*start) >= seconds) return double(images) / seconds_since(*start);
+      if (seconds_since(*start) >= seconds) return cpu->report(double(images)) / seconds_since(*start);
     }
   }
 }
@@ -122,11 +142,12 @@ double run_decode(const std::string& root, int threads, double seconds) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // as tp's first batch: warm
   started = true;
   const auto start = clock_type::now();
+  const cpu_meter cpu;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const double n = double(images.load()), elapsed = seconds_since(start);
   stop = true;
   for (auto& w : workers) w.join();
-  return n / elapsed;
+  return cpu.report(n) / elapsed;
 }
 
 // Per image, in this thread: the whole transform, and the decode it contains.

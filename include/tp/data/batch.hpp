@@ -2,6 +2,7 @@
 // batch(n): groups n consecutive datapoints into one batch (stacked tensors by default), keeping
 // or dropping a last, smaller batch.
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -112,6 +113,20 @@ class batched_view : public ranges::view_base {
     // Advances the source only when its next datapoint is needed: advancing may compute that
     // datapoint (a parallel_map below), and a failure there must not cost this batch.
     void fill() {
+      if constexpr (std::is_same_v<Collate, collate_fn> &&
+                    requires(ranges::iterator_t<Source>& it) { { it.whole_batch(std::int64_t{}) } -> std::same_as<std::optional<batch_type>>; }) {
+        // A source that made the next batch whole (decode_images) hands it over as it is.
+        if (advance_due_) {
+          advance_due_ = false;
+          ++position_;
+        }
+        if (position_ == end_) return current_.reset();
+        if (auto whole = position_.whole_batch(owner_->size_)) {
+          current_ = std::move(whole);
+          advance_due_ = true;
+          return;
+        }
+      }
       std::vector<datapoint_type> items;
       items.reserve(static_cast<std::size_t>(owner_->size_));
       while (static_cast<std::int64_t>(items.size()) < owner_->size_) {
@@ -143,12 +158,12 @@ class batched_view : public ranges::view_base {
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
   std::int64_t batch_size() const noexcept { return size_; }
-  // Batches in pinned memory, where the source makes them in place (decode_images): returns
-  // whether they will be (QueueInput pins the others on its thread).
-  bool pin_memory(bool on)
-    requires requires(Source& s) { { s.pin_memory(true) } -> std::convertible_to<bool>; }
+  // Batches in pinned memory, where the source makes them in place (decode_images; QueueInput
+  // pins the others on its thread).
+  void pin_memory(bool on)
+    requires requires(Source& s) { s.pin_memory(true); }
   {
-    return source_.pin_memory(on);
+    source_.pin_memory(on);
   }
   // Batches in one pass, when the source can tell its length (data/length.hpp).
   std::optional<std::int64_t> items_per_pass() {

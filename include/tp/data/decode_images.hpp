@@ -31,6 +31,7 @@
 //   the items after it, so such a pass has no global order to carry to another layout (a resume
 //   replays it, on the same number of ranks): keeps_order() says so to data/pass_position.hpp.
 //   Other exceptions (a transform's own bug) always go through.
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -157,29 +158,51 @@ class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
   std::vector<buffer> free_;
 };
 
-// n examples that a batch(n) downstream will take together, decoded into one buffer [n, ...]:
-// then collate_fn's stack finds them adjacent and copies nothing (batch.hpp). The buffer is
-// made by the first image to be ready, with its sizes and type; an image of other sizes or
-// type (a transform that does not crop to one size) gets a tensor of its own.
+// n examples that a batch(n) downstream will take together, decoded into one buffer [n, ...]
+// and their labels into one [n]: a batch whose files all land there is handed to batch(n) whole
+// (no tensor per image; decoded_view::iterator::whole_batch), and the examples of any other
+// (a skipped file, the short last one) are views of it, which collate_fn's stack finds adjacent
+// (batch.hpp). The buffer is made by the first image to be ready, with its sizes and type; an
+// image of other sizes or type (a transform that does not crop to one size) gets a tensor of its
+// own. A slot is a pointer, not a view: a LibTorch view per image cost as much as resampling it.
 class batch_slab {
  public:
   batch_slab(std::int64_t slots, std::shared_ptr<buffer_pool> pool) : slots_(slots), pool_(std::move(pool)) {}
-  torch::Tensor slot(std::int64_t i, torch::IntArrayRef sizes, torch::ScalarType type) {
+  std::int64_t slots() const noexcept { return slots_; }
+
+  // Memory for the image in slot i, if it has the buffer's sizes and type; nullptr otherwise.
+  void* slot(std::int64_t i, torch::IntArrayRef sizes, torch::ScalarType type) {
     std::lock_guard lock(mutex_);
-    if (!buffer_.defined()) {
+    if (!images_.defined()) {
       std::vector<std::int64_t> all{slots_};
       all.insert(all.end(), sizes.begin(), sizes.end());
-      buffer_ = pool_->take(all, type);
+      images_ = pool_->take(all, type);
+      slot_bytes_ = images_.nbytes() / static_cast<std::size_t>(slots_);
     }
-    if (buffer_.scalar_type() != type || buffer_.sizes().slice(1) != sizes) return {};
-    return buffer_.select(0, i);
+    if (images_.scalar_type() != type || images_.sizes().slice(1) != sizes) return nullptr;
+    return static_cast<char*>(images_.data_ptr()) + slot_bytes_ * static_cast<std::size_t>(i);
   }
+  // Slot i's label (each slot is written by one worker, and read after parallel_map hands its
+  // chunk over, which orders the two).
+  void set_label(std::int64_t i, std::int64_t label) {
+    std::call_once(labels_made_, [this] { labels_ = pool_->take({slots_}, torch::kLong); });
+    labels_.data_ptr<std::int64_t>()[i] = label;
+  }
+
+  // The first `count` slots as a batch, and slot i as an example (after slot() and set_label()).
+  torch::data::Example<> batch(std::int64_t count) const {
+    if (count == slots_) return {images_, labels_};
+    return {images_.narrow(0, 0, count), labels_.narrow(0, 0, count)};
+  }
+  torch::data::Example<> example(std::int64_t i) const { return {images_.select(0, i), labels_.select(0, i)}; }
 
  private:
   std::mutex mutex_;
+  std::once_flag labels_made_;
   std::int64_t slots_;
   std::shared_ptr<buffer_pool> pool_;
-  torch::Tensor buffer_;
+  torch::Tensor images_, labels_;
+  std::size_t slot_bytes_ = 0;
 };
 
 struct decode_job {
@@ -188,19 +211,37 @@ struct decode_job {
   std::shared_ptr<batch_slab> slab;  // with batch_in_place
   std::int64_t slot = 0;
 };
-// What became of one file: an example, or why it was skipped, or the exception to rethrow at its
-// place in the order.
+// What became of one file: an example (of its own, or in a slab's slot), or why it was skipped,
+// or the exception to rethrow at its place in the order. The first file of a slab whose files
+// all landed in it carries the slab's whole batch.
 struct decode_result {
   std::optional<torch::data::Example<>> example;
+  std::shared_ptr<batch_slab> slab;  // the example is slot `slot` of it (made when first asked for)
+  std::int64_t slot = 0;
+  std::optional<torch::data::Example<>> whole_batch;
   std::string skipped;
   std::exception_ptr error;
+  bool decoded() const noexcept { return example || slab; }
 };
 
 // Files go to the workers in chunks of consecutive ones: handing a worker one 28 x 28 image and
 // taking it back (a lock, a wake-up, a context switch each way) cost more than decoding it. 32
 // rather than 8: 6% more 28 x 28 images a second with one thread, about 10% with two (the
-// consumer wakes a quarter as often); no change at 256 x 256.
+// consumer wakes a quarter as often); no change at 256 x 256. Batched in place, a chunk is
+// whole batches (at least 32 files), so that one worker fills each batch and can hand it over
+// whole.
 inline constexpr std::size_t files_per_chunk = 32;
+inline std::size_t chunk_files(std::int64_t batch) {
+  if (batch <= 0) return files_per_chunk;
+  const auto n = static_cast<std::size_t>(batch);
+  return (files_per_chunk + n - 1) / n * n;
+}
+// Chunks in the workers at once: two per thread, but no more than one per thread and one
+// ready once chunks are large (whole batches of big images), so that memory stays bounded.
+inline std::size_t chunks_in_flight(int threads, std::size_t files) {
+  const auto t = static_cast<std::size_t>(threads);
+  return std::max(t + 1, 2 * t * files_per_chunk / files);
+}
 
 // The source's files in chunks, each file with its seed for the pass that begin() starts.
 template <class Source>
@@ -231,7 +272,7 @@ class seeded_chunks : public ranges::view_base {
    private:
     void fill() {
       chunk_.clear();
-      for (; chunk_.size() < files_per_chunk && !(it_ == end_); ++it_) {
+      for (const auto files = chunk_files(slab_size_); chunk_.size() < files && !(it_ == end_); ++it_) {
         image_file file = *it_;
         const auto id = static_cast<std::uint64_t>(file.id);
         decode_job job{std::move(file), example_seed(seed_, pass_, id), nullptr, 0};
@@ -268,7 +309,6 @@ class seeded_chunks : public ranges::view_base {
   void set_pinned(bool pin) {
     if (!pool_ || pool_->pinned() != pin) pool_ = std::make_shared<buffer_pool>(pin);
   }
-  bool batched_in_place() const noexcept { return slab_size_ > 0; }
 
  private:
   Source source_;
@@ -282,23 +322,12 @@ template <class F>
 struct decode_worker {
   F f;
   bad_files on_bad = bad_files::fail;
+
   std::vector<decode_result> operator()(std::vector<decode_job> jobs) {
     std::vector<decode_result> results(jobs.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      auto& job = jobs[i];
       try {
-        const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
-        torch::Tensor image;
-        using output = transforms::output;  // into(sizes, type): where f may write its image
-        if constexpr (std::is_invocable_r_v<torch::Tensor, F&, std::span<const std::uint8_t>, const std::string&, std::uint64_t,
-                                            const output&>) {
-          if (job.slab) {
-            const output into = [&job](torch::IntArrayRef sizes, torch::ScalarType type) { return job.slab->slot(job.slot, sizes, type); };
-            image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed, into);
-          }
-        }
-        if (!image.defined()) image = f(std::span<const std::uint8_t>(bytes), job.file.path, job.seed);
-        results[i].example.emplace(std::move(image), torch::scalar_tensor(job.file.label, torch::kLong));
+        decode(jobs[i], results[i]);
       } catch (const bad_file& e) {
         if (on_bad == bad_files::fail) results[i].error = std::current_exception();
         else results[i].skipped = e.what();
@@ -306,7 +335,37 @@ struct decode_worker {
         results[i].error = std::current_exception();  // a transform's own bug: always goes through
       }
     }
+    // A chunk is whole batches (chunk_files): those whose every file landed in its slot go whole.
+    for (std::size_t s = 0; s < jobs.size(); ++s) {
+      if (!jobs[s].slab || jobs[s].slot != 0) continue;
+      const auto n = static_cast<std::size_t>(jobs[s].slab->slots());
+      bool whole = s + n <= jobs.size();
+      for (std::size_t k = s; k < s + n && whole; ++k) whole = results[k].slab == jobs[s].slab;
+      if (whole) results[s].whole_batch = jobs[s].slab->batch(static_cast<std::int64_t>(n));
+    }
     return results;
+  }
+
+ private:
+  void decode(decode_job& job, decode_result& result) {
+    const auto bytes = job.file.bytes.empty() ? read_file(job.file.path) : std::move(job.file.bytes);
+    const std::span<const std::uint8_t> view(bytes);
+    // into(sizes, type): the memory f may write its image to (returning no tensor then).
+    using output = transforms::output;
+    if constexpr (std::is_invocable_r_v<torch::Tensor, F&, std::span<const std::uint8_t>, const std::string&, std::uint64_t, const output&>) {
+      if (job.slab) {
+        const output into = [&job](torch::IntArrayRef sizes, torch::ScalarType type) { return job.slab->slot(job.slot, sizes, type); };
+        if (auto image = f(view, job.file.path, job.seed, into); image.defined()) {
+          result.example.emplace(std::move(image), torch::scalar_tensor(job.file.label, torch::kLong));
+        } else {
+          job.slab->set_label(job.slot, job.file.label);
+          result.slab = job.slab;
+          result.slot = job.slot;
+        }
+        return;
+      }
+    }
+    result.example.emplace(f(view, job.file.path, job.seed), torch::scalar_tensor(job.file.label, torch::kLong));
   }
 };
 
@@ -325,7 +384,20 @@ class decoded_view : public ranges::view_base {
 
     iterator() = default;
     explicit iterator(decoded_view* owner) : owner_(owner), it_(owner->inner_.begin()) { settle(); }
-    const value_type& operator*() const { return *chunk_[at_].example; }
+    const value_type& operator*() const {
+      auto& result = chunk_[at_];
+      if (!result.example) result.example = result.slab->example(result.slot);
+      return *result.example;
+    }
+    // When the next n examples are a batch decoded whole into one buffer (batch(n) right below,
+    // no file skipped or of other sizes), that batch, and this iterator then stands on its last
+    // example; nothing otherwise (batch(n) then collates them one by one).
+    std::optional<value_type> whole_batch(std::int64_t n) {
+      auto& result = chunk_[at_];
+      if (!result.whole_batch || result.whole_batch->data.size(0) != n) return std::nullopt;
+      at_ += static_cast<std::size_t>(n) - 1;
+      return std::exchange(result.whole_batch, std::nullopt);
+    }
     iterator& operator++() {
       ++at_;
       settle();
@@ -342,7 +414,7 @@ class decoded_view : public ranges::view_base {
         for (; at_ < chunk_.size(); ++at_) {
           auto& result = chunk_[at_];
           if (result.error) std::rethrow_exception(std::exchange(result.error, nullptr));
-          if (result.example) return;
+          if (result.decoded()) return;
           if (skipped_++ == 0) first_ = result.skipped;
           owner_->skipped_.fetch_add(1);
         }
@@ -360,7 +432,7 @@ class decoded_view : public ranges::view_base {
 
     decoded_view* owner_ = nullptr;
     ranges::iterator_t<inner_type> it_{};
-    std::vector<detail::decode_result> chunk_;
+    mutable std::vector<detail::decode_result> chunk_;  // mutable: an example in a slab is made when first read
     std::size_t at_ = 0;
     bool started_ = false, at_end_ = false;
     std::int64_t skipped_ = 0;  // in this pass
@@ -393,17 +465,18 @@ class decoded_view : public ranges::view_base {
   Source& base() noexcept { return inner_.base().base(); }
 
   // batch(n) right below says it takes n examples at a time: they are decoded into one buffer
-  // each, so that batching them copies nothing (when f can write into a given tensor, as
-  // transforms can, and the images of a batch have the same sizes).
-  void batch_in_place(std::int64_t n) { inner_.base().set_slab_size(n); }
+  // each, so that batching them copies nothing (when f can write into given memory, as
+  // transforms can, and the images of a batch have the same sizes), and a worker decodes whole
+  // batches at a time.
+  void batch_in_place(std::int64_t n) {
+    inner_.base().set_slab_size(n);
+    inner_.set_depth(detail::chunks_in_flight(inner_.threads(), detail::chunk_files(n)));
+  }
   // Those batch buffers in pinned (page-locked) memory, for a CUDA tower: its copy to the GPU
   // then runs asynchronously, and nothing copies the batch into pinned memory first (QueueInput
   // asks for this when StagingInput feeds a CUDA device). Needs LibTorch with CUDA and a GPU.
-  // Returns whether the batches will be pinned (only those batch(n) makes in place are).
-  bool pin_memory(bool on) {
-    inner_.base().set_pinned(on);
-    return on && inner_.base().batched_in_place();
-  }
+  // Only the batches batch(n) makes in place are pinned here; QueueInput pins any others.
+  void pin_memory(bool on) { inner_.base().set_pinned(on); }
 
   std::uint64_t passes() const noexcept { return passes_; }
   void set_passes(std::uint64_t passes) noexcept { passes_ = passes; }

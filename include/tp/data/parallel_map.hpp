@@ -10,6 +10,7 @@
 //   datapoint that raised it (order::keep) or when it happens (order::any).
 // - The workers stop and are joined when the view is destroyed, whatever they were doing; a new
 //   pass drops the results of an abandoned one.
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -190,6 +191,9 @@ class parallel_mapped_view : public ranges::view_base {
   iterator begin() { return iterator(this); }
   ranges::default_sentinel_t end() const { return {}; }
   Source& base() noexcept { return source_; }
+  int threads() const noexcept { return threads_; }
+  // Datapoints in the workers at once, from the next one submitted.
+  void set_depth(std::size_t depth) noexcept { depth_ = std::max<std::size_t>(depth, 1); }
 
  private:
   workers_type& workers() {

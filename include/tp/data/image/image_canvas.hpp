@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -29,6 +30,8 @@ namespace tp::data::detail {
 
 class image_canvas {
  public:
+  static constexpr std::int64_t max_channels = 64;
+
   image_canvas(std::span<const std::uint8_t> bytes, const std::string& path, color c, bool scaled_decode)
       : bytes_(bytes), path_(path), color_(c), scaled_decode_(scaled_decode) {
     channels_ = c == color::rgb ? 3 : 1;
@@ -96,27 +99,21 @@ class image_canvas {
   std::array<std::int64_t, 3> sizes() const noexcept { return {channels_, out_h_, out_w_}; }
   torch::ScalarType type() const noexcept { return floats_ ? torch::kFloat : torch::kUInt8; }
 
-  // The image as it stands: uint8 or float [C, H, W]. Later steps continue from it. `into`, if
-  // given, of sizes() and type() and contiguous, receives it (a slot of a batch being made).
-  torch::Tensor materialize(torch::Tensor into = {}) {
+  // The image as it stands: uint8 or float [C, H, W]. Later steps continue from it.
+  torch::Tensor materialize() {
     if (!source_u8_ && !source_f32_) decode();
-    const bool fits = into.defined() && into.sizes() == torch::IntArrayRef(sizes()) && into.scalar_type() == type() &&
-                      into.is_contiguous() && into.device().is_cpu();
-    if (tensor_.defined() && !resampling() && !flip_ && box_x_ == 0 && box_y_ == 0 && out_h_ == src_h_ && out_w_ == src_w_ &&
-        identity_affine())
-      return fits ? into.copy_(tensor_) : tensor_;
-    auto out = fits ? into : torch::empty({channels_, out_h_, out_w_}, type());
-    std::array<float, 64> scale{}, offset{};
-    if (channels_ > 64) throw std::invalid_argument("tp::data::transforms: at most 64 channels, got " + std::to_string(channels_));
-    for (std::int64_t c = 0; c < channels_; ++c) scale[c] = float(scale_[c]), offset[c] = float(offset_[c]);
-    auto run = [&](const auto& src) {
-      if (floats_) resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, out.data_ptr<float>());
-      else resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, out.data_ptr<std::uint8_t>());
-    };
-    if (source_u8_) run(pixels<std::uint8_t>{source_u8_, src_h_, src_w_, src_channels_, stride_y_, stride_x_, stride_c_});
-    else run(pixels<float>{source_f32_, src_h_, src_w_, src_channels_, stride_y_, stride_x_, stride_c_});
+    if (unchanged()) return tensor_;
+    auto out = torch::empty({channels_, out_h_, out_w_}, type());
+    render(out.data_ptr());
     rebase(out);
     return out;
+  }
+  // The same, written to `memory`, of a contiguous [C, H, W] image of sizes() and type(): the
+  // last step (a slot of a batch being made).
+  void write(void* memory) {
+    if (!source_u8_ && !source_f32_) decode();
+    if (unchanged()) std::memcpy(memory, tensor_.data_ptr(), tensor_.nbytes());
+    else render(memory);
   }
 
   // The result of the user's step.
@@ -125,6 +122,9 @@ class image_canvas {
       throw std::invalid_argument("tp::data::transforms::then: the function must return a non-empty image [C, H, W], got " +
                                   (image.defined() ? std::to_string(image.dim()) + " dimensions" : std::string("no tensor")) +
                                   " (" + path_ + ")");
+    if (image.size(0) > max_channels)
+      throw std::invalid_argument("tp::data::transforms::then: at most " + std::to_string(max_channels) + " channels, got " +
+                                  std::to_string(image.size(0)) + " (" + path_ + ")");
     floats_ = image.scalar_type() != torch::kUInt8;
     image = image.to(torch::kCPU, floats_ ? torch::kFloat : torch::kUInt8).contiguous();
     channels_ = image.size(0);
@@ -133,6 +133,22 @@ class image_canvas {
 
  private:
   bool resampling() const noexcept { return box_w_ != double(out_w_) || box_h_ != double(out_h_); }
+  // The image is tensor_ as it is (a hook's result, with nothing after it).
+  bool unchanged() const noexcept {
+    return tensor_.defined() && !resampling() && !flip_ && box_x_ == 0 && box_y_ == 0 && out_h_ == src_h_ && out_w_ == src_w_ &&
+           identity_affine();
+  }
+  // One resample.hpp pass from the source into `memory` ([C, H, W] of type()).
+  void render(void* memory) const {
+    std::array<float, max_channels> scale{}, offset{};
+    for (std::int64_t c = 0; c < channels_; ++c) scale[c] = float(scale_[c]), offset[c] = float(offset_[c]);
+    auto run = [&](const auto& src) {
+      if (floats_) resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, static_cast<float*>(memory));
+      else resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, static_cast<std::uint8_t*>(memory));
+    };
+    if (source_u8_) run(pixels<std::uint8_t>{source_u8_, src_h_, src_w_, src_channels_, stride_y_, stride_x_, stride_c_});
+    else run(pixels<float>{source_f32_, src_h_, src_w_, src_channels_, stride_y_, stride_x_, stride_c_});
+  }
   bool identity_affine() const noexcept {
     for (std::int64_t c = 0; c < channels_; ++c)
       if (scale_[c] != 1.0 || offset_[c] != 0.0) return false;
@@ -146,8 +162,8 @@ class image_canvas {
     box_w_ = double(w);
     box_h_ = double(h);
     flip_ = false;
-    scale_.assign(channels_, 1.0);
-    offset_.assign(channels_, 0.0);
+    scale_.fill(1.0);  // arrays, not vectors: no allocation per image
+    offset_.fill(0.0);
   }
 
   void rebase(torch::Tensor image) {
@@ -215,7 +231,7 @@ class image_canvas {
   double box_x_ = 0, box_y_ = 0, box_w_ = 0, box_h_ = 0;
   std::int64_t out_h_ = 0, out_w_ = 0;
   bool flip_ = false;
-  std::vector<double> scale_, offset_;  // value = scale * source + offset, per channel (floats only)
+  std::array<double, max_channels> scale_{}, offset_{};  // value = scale * source + offset, per channel (floats only)
 };
 
 }  // namespace tp::data::detail

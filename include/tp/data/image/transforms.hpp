@@ -28,8 +28,8 @@
 //   and bilinear shrinking; scaled_decode(false) turns it off. Of a JPEG, only the rows and
 //   columns the filter reads around the crop are decoded (the same pixels: the rows below it
 //   are not decoded at all, those above only entropy-decoded).
-// - operator()(bytes, path, seed, into) writes the result into into(sizes, type) when that
-//   gives a fitting tensor: decode_images passes the slot of the batch being made.
+// - operator()(bytes, path, seed, into) writes the result to the memory into(sizes, type) gives,
+//   if it gives any: decode_images passes the slot of the batch being made.
 // - operator() is const and thread-safe; a bad file is a bad_file naming the path. Each setter
 //   checks its arguments (std::invalid_argument).
 #include <array>
@@ -159,10 +159,11 @@ class transforms {
     return (*this)(bytes, path, seed, nullptr);
   }
 
-  // The same, written into into(sizes, type) when that gives a contiguous CPU tensor of those
-  // sizes and type (decode_images passes a slot of the batch being made, so that batching it
-  // copies nothing); otherwise into a tensor of its own.
-  using output = std::function<torch::Tensor(torch::IntArrayRef sizes, torch::ScalarType type)>;
+  // The same, written to into(sizes, type) when that gives memory (for a contiguous image of
+  // those sizes and type: decode_images passes a slot of the batch being made, so that batching
+  // it copies nothing), and then it returns no tensor; into a tensor of its own, returned, when
+  // into gives nullptr.
+  using output = std::function<void*(torch::IntArrayRef sizes, torch::ScalarType type)>;
   torch::Tensor operator()(std::span<const std::uint8_t> bytes, const std::string& path, std::uint64_t seed, const output& into) const {
     example_random random(seed);
     detail::image_canvas image(bytes, path, color_, scaled_decode_);
@@ -190,8 +191,12 @@ class transforms {
         case kind::user: image.replace(s.user(image.materialize(), random)); break;
       }
     }
-    if (!into) return image.materialize();
-    return image.materialize(into(image.sizes(), image.type()));
+    if (into)
+      if (void* memory = into(image.sizes(), image.type())) {
+        image.write(memory);
+        return {};
+      }
+    return image.materialize();
   }
 
  private:
