@@ -17,13 +17,15 @@
 //   makes the same crops. The view counts its passes (data/state.hpp), so that the dataflow's
 //   saved state brings the pass number back.
 // - Batches: with batch(n) right below it (and f a transforms, or any f that also takes an
-//   `into`), each n consecutive examples are decoded into one buffer, which batch's collate_fn
-//   then takes as it is instead of copying n images into a new tensor; the buffers are reused
-//   once their batch is freed. A skipped file shifts the batches off their buffers: those are
-//   then stacked as usual.
+//   `into`: f(bytes, path, seed, into) writes to into(sizes, type)'s memory and returns no
+//   tensor, or returns its own when into gives nullptr), each n consecutive examples are decoded
+//   into one buffer and their labels into another, and a worker decodes whole batches: one whose
+//   files all land there reaches batch(n) as it is, with no tensor per image. The buffers are
+//   reused once their batch is freed. A skipped file shifts the batches off their buffers: those
+//   are then stacked as usual.
 // - Bytes: a file whose `bytes` are empty is read in the worker thread (image_folder's); a tar
-//   shard's record arrives read. Workers take files in chunks of 32 consecutive ones
-//   (files_per_chunk): a hand-off per small image cost more than its decoding.
+//   shard's record arrives read. Workers take files in chunks of 32 consecutive ones, or of
+//   whole batches (chunk_files): a hand-off per small image cost more than its decoding.
 // - A bad file (bad_file: missing, truncated, not an image) reaches the consumer with its
 //   message, at its place in the order (the files before it come out first), unless bad_files::skip:
 //   then it is left out and counted, and at the end of a pass one line to stderr says how many

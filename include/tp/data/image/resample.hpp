@@ -96,7 +96,14 @@ inline void store(Out* o, const float* v, std::int64_t n, float a, float b) {
 #endif
     for (; x < n; ++x) o[x] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::min(std::max(v[x] + 0.5f, 0.0f), 255.0f)));
   } else {
-    for (std::int64_t x = 0; x < n; ++x) o[x] = v[x] * a + b;
+    std::int64_t x = 0;
+#if defined(__SSE2__)
+    if (streams_floats(o)) {  // resample_rgb8.hpp: fenced at the end of resample()
+      const __m128 va = _mm_set1_ps(a), vb = _mm_set1_ps(b);
+      for (; x + 4 <= n; x += 4) _mm_stream_ps(o + x, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(v + x), va), vb));
+    }
+#endif
+    for (; x < n; ++x) o[x] = v[x] * a + b;
   }
 }
 
@@ -168,6 +175,9 @@ void resample(const pixels<T>& src, double x0, double y0, double box_w, double b
       }
     }
   }
+#if defined(__SSE2__)
+  if constexpr (!std::is_same_v<Out, std::uint8_t>) flush_streamed_floats();
+#endif
 }
 
 }  // namespace tp::data::detail
