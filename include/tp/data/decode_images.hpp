@@ -191,11 +191,8 @@ class batch_slab {
     labels_.data_ptr<std::int64_t>()[i] = label;
   }
 
-  // The first `count` slots as a batch, and slot i as an example (after slot() and set_label()).
-  torch::data::Example<> batch(std::int64_t count) const {
-    if (count == slots_) return {images_, labels_};
-    return {images_.narrow(0, 0, count), labels_.narrow(0, 0, count)};
-  }
+  // Every slot as a batch, and slot i as an example (after slot() and set_label()).
+  torch::data::Example<> batch() const { return {images_, labels_}; }
   torch::data::Example<> example(std::int64_t i) const { return {images_.select(0, i), labels_.select(0, i)}; }
 
  private:
@@ -343,7 +340,7 @@ struct decode_worker {
       const auto n = static_cast<std::size_t>(jobs[s].slab->slots());
       bool whole = s + n <= jobs.size();
       for (std::size_t k = s; k < s + n && whole; ++k) whole = results[k].slab == jobs[s].slab;
-      if (whole) results[s].whole_batch = jobs[s].slab->batch(static_cast<std::int64_t>(n));
+      if (whole) results[s].whole_batch = jobs[s].slab->batch();
     }
     return results;
   }
@@ -354,20 +351,21 @@ struct decode_worker {
     const std::span<const std::uint8_t> view(bytes);
     // into(sizes, type): the memory f may write its image to (returning no tensor then).
     using output = transforms::output;
+    torch::Tensor image;
     if constexpr (std::is_invocable_r_v<torch::Tensor, F&, std::span<const std::uint8_t>, const std::string&, std::uint64_t, const output&>) {
       if (job.slab) {
         const output into = [&job](torch::IntArrayRef sizes, torch::ScalarType type) { return job.slab->slot(job.slot, sizes, type); };
-        if (auto image = f(view, job.file.path, job.seed, into); image.defined()) {
-          result.example.emplace(std::move(image), torch::scalar_tensor(job.file.label, torch::kLong));
-        } else {
+        image = f(view, job.file.path, job.seed, into);
+        if (!image.defined()) {  // in its slot
           job.slab->set_label(job.slot, job.file.label);
           result.slab = job.slab;
           result.slot = job.slot;
+          return;
         }
-        return;
       }
     }
-    result.example.emplace(f(view, job.file.path, job.seed), torch::scalar_tensor(job.file.label, torch::kLong));
+    if (!image.defined()) image = f(view, job.file.path, job.seed);
+    result.example.emplace(std::move(image), torch::scalar_tensor(job.file.label, torch::kLong));
   }
 };
 
