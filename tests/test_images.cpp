@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -249,7 +250,8 @@ TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
 // pixels: within one step, rarely off; its SSE2 and AVX2 loops bitwise equal (a resumed run on
 // another machine makes the same images); float outputs its uint8 result, scaled. Noise is the
 // hardest case for rounding. Boxes: enlarging (AVX2's byte-shuffle windows), shrinking by little
-// and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity.
+// and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity,
+// widths a multiple of 32 (uint8 rows then go straight to the output).
 TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   namespace d = tp::data::detail;
   torch::manual_seed(3);
@@ -266,7 +268,7 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   };
   const std::vector<box> boxes = {{3, 5, 40, 30, 56, 72, false}, {10.5, 2.25, 33.5, 40.75, 50, 37, true}, {0, 0, 83, 61, 40, 70, false},
                                   {1, 2, 80, 55, 9, 13, true},   {0, 0, 83, 61, 61, 83, false},        {20, 20, 5, 4, 33, 47, true},
-                                  {0, 0, 83, 61, 1, 1, false}};
+                                  {0, 0, 83, 61, 1, 1, false},   {2, 3, 50, 40, 45, 64, true},         {0, 0, 83, 61, 20, 32, false}};
 #if defined(__SSE2__)
   bool& avx2 = d::use_avx2();
   const bool has_avx2 = avx2;
@@ -298,6 +300,44 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
     EXPECT_LE(worst, 1) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
     EXPECT_LT(double(off), 0.02 * double(fixed.size()) + 1) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
     EXPECT_LE(float_error, 1e-5f);
+  }
+}
+
+// Where a box is enlarged, its taps come from enlarging_taps (filter_taps.hpp) instead of
+// bilinear_taps and equalize_taps: each output must weigh each source pixel as they do (within a
+// float's rounding), and read only pixels of the axis. Boxes as random_resized_crop draws them:
+// fractional starts, lengths from one pixel to the output's, at the edges, flipped or not.
+TEST(ImageTransforms, EnlargingTapsWeighAsTheBilinearFilter) {
+  namespace d = tp::data::detail;
+  std::mt19937_64 random(5);
+  const auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(random); };
+  for (int run = 0; run < 400; ++run) {
+    const std::int64_t in = 1 + std::int64_t(random() % 300), out = 1 + std::int64_t(random() % 300);
+    const double length = run % 10 == 0 ? std::min<double>(in, out) : uniform(std::min(0.5, double(in)), std::min<double>(in, out));
+    const double start = run % 7 == 0 ? 0.0 : run % 7 == 1 ? double(in) - length : uniform(0, double(in) - length);
+    const bool reverse = run % 2 == 1;
+    d::filter_taps fast, slow;
+    d::enlarging_taps(start, length, in, out, reverse, fast);
+    d::bilinear_taps(start, length, in, out, reverse, slow);
+    d::equalize_taps(slow, in);
+    const auto dense = [&](const d::filter_taps& t, std::int64_t o) {
+      std::vector<double> w(std::size_t(in), 0.0);
+      for (std::int64_t k = 0; k < t.stride; ++k) {
+        const std::int64_t i = t.first[o] + k;
+        EXPECT_TRUE(i >= 0 && i < in) << "reads pixel " << i << " of " << in;
+        if (i >= 0 && i < in) w[std::size_t(i)] += t.weights[o * t.stride + k];
+      }
+      return w;
+    };
+    for (std::int64_t o = 0; o < out; ++o) {
+      const auto a = dense(fast, o), b = dense(slow, o);
+      for (std::int64_t i = 0; i < in; ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-6) << "start " << start << " length " << length << " of " << in << " to " << out << ", output " << o
+                                      << " pixel " << i;
+    }
+    EXPECT_LE(fast.stride, 2);
+    EXPECT_GE(fast.lo, 0);
+    EXPECT_LE(fast.hi, in);
   }
 }
 

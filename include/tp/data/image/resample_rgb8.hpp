@@ -8,7 +8,8 @@
 // - Horizontal pass: each source row once, into three planes of int16 holding value x 128 (Q7:
 //   255 x 128 fits in int16), so that the vertical pass loses nothing to a rounding between the
 //   passes (PIL rounds to 8 bits there).
-// - Vertical pass: 16 values of a plane a step, rounded once, packed to uint8 with saturation.
+// - Vertical pass: 16 values of a plane a step, rounded once, packed to uint8 with saturation;
+//   into the output itself where its rows need no padding (uint8 outputs 32k pixels wide).
 // - Float outputs (normalize) are the uint8 result times scale plus offset: what torchvision does
 //   after PIL's resize (uint8), then ToTensor and Normalize.
 // The result is within one step of resampling in float (one value in a thousand differs, by 1).
@@ -144,7 +145,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   thread_local std::vector<std::int16_t> qx, qy, ring, zeros;
   thread_local std::vector<std::int16_t> wx, wy;  // weights as the madds take them, 8 per vector
   thread_local std::vector<std::int32_t> offsets;
-  thread_local std::vector<const std::int16_t*> in;
+  thread_local std::vector<const std::int16_t*> in, channel_in;
   thread_local std::vector<std::uint8_t> last_row, planes;
   thread_local rgb8_windows windows;
   const bool avx2 = use_avx2();
@@ -169,6 +170,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   ring.assign(taps_y * row_n, 0);  // taps_y horizontally resampled rows, by source row modulo taps_y
   zeros.assign(row_n, 0);          // the partner of an odd last tap
   in.resize(2 * pairs_y);
+  channel_in.resize(2 * pairs_y);
   wy.resize(pairs_y * 8);
   planes.resize(row_n);
   std::int64_t next = 0;  // the first source row not resampled yet
@@ -194,10 +196,22 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       const std::int16_t a = qy[y * taps_y + 2 * j], b = 2 * j + 1 < taps_y ? qy[y * taps_y + 2 * j + 1] : std::int16_t(0);
       for (int k = 0; k < 8; k += 2) wy[8 * j + k] = a, wy[8 * j + k + 1] = b;
     }
-    if (avx2) vertical_rgb8_row_avx2(in.data(), wy.data(), pairs_y, row_n, planes.data());
-    else if (pairs_y == 1) vertical_rgb8_row<1>(in.data(), wy.data(), 1, row_n, planes.data());
-    else if (pairs_y == 2) vertical_rgb8_row<2>(in.data(), wy.data(), 2, row_n, planes.data());
-    else vertical_rgb8_row<0>(in.data(), wy.data(), pairs_y, row_n, planes.data());
+    const auto vertical = [&](const std::int16_t* const* rows, std::int64_t n, std::uint8_t* to) {
+      if (avx2) vertical_rgb8_row_avx2(rows, wy.data(), pairs_y, n, to);
+      else if (pairs_y == 1) vertical_rgb8_row<1>(rows, wy.data(), 1, n, to);
+      else if (pairs_y == 2) vertical_rgb8_row<2>(rows, wy.data(), 2, n, to);
+      else vertical_rgb8_row<0>(rows, wy.data(), pairs_y, n, to);
+    };
+    if constexpr (std::is_same_v<Out, std::uint8_t>) {
+      if (stride == out_w) {  // rows without padding (224 pixels, say): straight into the output
+        for (std::int64_t c = 0; c < 3; ++c) {
+          for (std::int64_t k = 0; k < 2 * pairs_y; ++k) channel_in[k] = in[k] + c * stride;
+          vertical(channel_in.data(), stride, out + (c * out_h + y) * out_w);
+        }
+        continue;
+      }
+    }
+    vertical(in.data(), row_n, planes.data());
     for (std::int64_t c = 0; c < 3; ++c) {
       Out* o = out + (c * out_h + y) * out_w;
       const std::uint8_t* p = planes.data() + c * stride;
