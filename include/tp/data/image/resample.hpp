@@ -94,7 +94,11 @@ inline void store(Out* o, const float* v, std::int64_t n, float a, float b) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o + x), bytes);
     }
 #endif
-    for (; x < n; ++x) o[x] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::min(std::max(v[x] + 0.5f, 0.0f), 255.0f)));
+    // The rest counted from 0: g++ 12 -O3, given `for (; x < n; ++x)` here and a constant n,
+    // warned that the loop might run 2^62 times (-Waggressive-loop-optimizations).
+    const std::int64_t rest = n - x;
+    for (std::int64_t k = 0; k < rest; ++k)
+      o[x + k] = static_cast<std::uint8_t>(static_cast<std::int32_t>(std::min(std::max(v[x + k] + 0.5f, 0.0f), 255.0f)));
   } else {
     std::int64_t x = 0;
 #if defined(__SSE2__)
