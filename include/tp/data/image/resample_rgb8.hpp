@@ -153,20 +153,22 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   const std::int64_t padded_w = (out_w + 7) / 8 * 8, stride = (out_w + 31) / 32 * 32, row_n = 3 * stride;
   quantize_taps(tx.weights.data(), out_w, taps_x, qx);
   quantize_taps(ty.weights.data(), out_h, taps_y, qy);
-  // Per output pixel: its first byte, and its weights in pairs as [a b a b a b 0 0], at
-  // weight_slot (the padding pixels up to a multiple of 8 read pixel 0 with weight 0).
-  wx.assign(padded_w * pairs_x * 8, 0);
-  offsets.assign(padded_w, 0);
-  for (std::int64_t x = 0; x < out_w; ++x) {
-    offsets[x] = static_cast<std::int32_t>(tx.first[x] * 3);
-    for (std::int64_t j = 0; j < pairs_x; ++j) {
-      const std::int16_t a = qx[x * taps_x + 2 * j], b = 2 * j + 1 < taps_x ? qx[x * taps_x + 2 * j + 1] : 0;
-      std::int16_t* slot = &wx[8 * weight_slot(x, j, pairs_x)];
-      slot[0] = slot[2] = slot[4] = a;
-      slot[1] = slot[3] = slot[5] = b;
+  const bool enlarging = avx2 && plan_rgb8_windows(tx, qx, out_w, windows);
+  // Otherwise, per output pixel: its first byte, and its weights in pairs as [a b a b a b 0 0],
+  // at weight_slot (the padding pixels up to a multiple of 8 read pixel 0 with weight 0).
+  if (!enlarging) {
+    wx.assign(padded_w * pairs_x * 8, 0);
+    offsets.assign(padded_w, 0);
+    for (std::int64_t x = 0; x < out_w; ++x) {
+      offsets[x] = static_cast<std::int32_t>(tx.first[x] * 3);
+      for (std::int64_t j = 0; j < pairs_x; ++j) {
+        const std::int16_t a = qx[x * taps_x + 2 * j], b = 2 * j + 1 < taps_x ? qx[x * taps_x + 2 * j + 1] : 0;
+        std::int16_t* slot = &wx[8 * weight_slot(x, j, pairs_x)];
+        slot[0] = slot[2] = slot[4] = a;
+        slot[1] = slot[3] = slot[5] = b;
+      }
     }
   }
-  const bool enlarging = avx2 && plan_rgb8_windows(tx, qx, out_w, windows);
   ring.assign(taps_y * row_n, 0);  // taps_y horizontally resampled rows, by source row modulo taps_y
   zeros.assign(row_n, 0);          // the partner of an odd last tap
   in.resize(2 * pairs_y);
