@@ -23,7 +23,8 @@
 //   flips and normalization fold into one bilinear pass (resample.hpp) from the decoded pixels
 //   into the output tensor. A second resize, a padding centre crop or a hook makes the image
 //   so far real first, as torchvision would. When the first resize shrinks a JPEG, it is
-//   decoded at the smallest libjpeg-turbo scale still at least the output size (decode.hpp):
+//   decoded at the smallest libjpeg-turbo scale of 1/8, 1/4 and 1/2 (its SIMD ones, as PIL's
+//   draft) still at least the output size (decode.hpp):
 //   several times faster for large photos, and a slightly smoother result than a full decode
 //   and bilinear shrinking; scaled_decode(false) turns it off. Of a JPEG, only the rows and
 //   columns the filter reads around the crop are decoded (the same pixels: the rows below it
