@@ -199,7 +199,9 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       for (int k = 0; k < 8; k += 2) wy[8 * j + k] = a, wy[8 * j + k + 1] = b;
     }
     const auto vertical = [&](const std::int16_t* const* rows, std::int64_t n, std::uint8_t* to) {
-      if (avx2) vertical_rgb8_row_avx2(rows, wy.data(), pairs_y, n, to);
+      if (avx2 && pairs_y == 1) vertical_rgb8_row_avx2<1>(rows, wy.data(), 1, n, to);
+      else if (avx2 && pairs_y == 2) vertical_rgb8_row_avx2<2>(rows, wy.data(), 2, n, to);
+      else if (avx2) vertical_rgb8_row_avx2<0>(rows, wy.data(), pairs_y, n, to);
       else if (pairs_y == 1) vertical_rgb8_row<1>(rows, wy.data(), 1, n, to);
       else if (pairs_y == 2) vertical_rgb8_row<2>(rows, wy.data(), 2, n, to);
       else vertical_rgb8_row<0>(rows, wy.data(), pairs_y, n, to);

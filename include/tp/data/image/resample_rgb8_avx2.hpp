@@ -58,10 +58,12 @@ __attribute__((target("avx2"))) inline void horizontal_rgb8_avx2(const std::uint
 }
 
 // 16 values of the vertical pass, in order (unpack, madd and pack all work within 128-bit lanes).
+template <int Pairs>
 __attribute__((target("avx2"))) inline __m256i vertical_rgb8_avx2(const std::int16_t* const* in, const std::int16_t* w, std::int64_t pairs,
                                                                   std::int64_t i) {
   __m256i lo = _mm256_set1_epi32(1 << 20), hi = lo;
-  for (std::int64_t j = 0; j < pairs; ++j) {
+  const std::int64_t n = Pairs > 0 ? Pairs : pairs;
+  for (std::int64_t j = 0; j < n; ++j) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[2 * j] + i));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[2 * j + 1] + i));
     const __m256i wj = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8 * j)));
@@ -71,11 +73,12 @@ __attribute__((target("avx2"))) inline __m256i vertical_rgb8_avx2(const std::int
   return _mm256_packs_epi32(_mm256_srai_epi32(lo, 21), _mm256_srai_epi32(hi, 21));
 }
 
-// vertical_rgb8_row, 32 values a step (n is a multiple of 32).
+// vertical_rgb8_row, 32 values a step (n is a multiple of 32); Pairs as there (0: any).
+template <int Pairs>
 __attribute__((target("avx2"))) inline void vertical_rgb8_row_avx2(const std::int16_t* const* in, const std::int16_t* w, std::int64_t pairs,
                                                                    std::int64_t n, std::uint8_t* out) {
   for (std::int64_t i = 0; i < n; i += 32) {
-    const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2(in, w, pairs, i), vertical_rgb8_avx2(in, w, pairs, i + 16));
+    const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2<Pairs>(in, w, pairs, i), vertical_rgb8_avx2<Pairs>(in, w, pairs, i + 16));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
   }
 }
