@@ -144,8 +144,10 @@ TEST(ImageDecode, ScaledDecodeIsLibjpegsAndPilsDraft) {
   const auto quarter = tp::data::decode(bytes, "big.jpg", color::rgb, {{12, 16}});
   EXPECT_EQ(quarter.sizes(), torch::IntArrayRef({3, 12, 16}));
   EXPECT_EQ(interleaved(quarter), bytes_of("big.jpg.16x12.rgb"));
-  // The smallest scale still at least the size asked for: 3/8 would give 18 rows, 4/8 gives 24.
+  // The smallest of 1/8, 2/8 and 4/8 still at least the size asked for (2/8 would give 12 rows,
+  // 4/8 gives 24); none of the scales without SIMD code (5/8 would give 30 x 40: full size).
   EXPECT_EQ(tp::data::decode(bytes, "big.jpg", color::rgb, {{20, 20}}).sizes(), torch::IntArrayRef({3, 24, 32}));
+  EXPECT_EQ(tp::data::decode(bytes, "big.jpg", color::rgb, {{30, 40}}).sizes(), torch::IntArrayRef({3, 48, 64}));
   EXPECT_EQ(tp::data::decode(bytes, "big.jpg", color::grey, {{100, 100}}).sizes(), torch::IntArrayRef({1, 48, 64}));
   // PNGs have no scaled decode.
   EXPECT_EQ(tp::data::decode(bytes_of("large.png"), "large.png", color::rgb, {{10, 10}}).sizes(), torch::IntArrayRef({3, 150, 200}));
@@ -251,7 +253,8 @@ TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
 // another machine makes the same images); float outputs its uint8 result, scaled. Noise is the
 // hardest case for rounding. Boxes: enlarging (AVX2's byte-shuffle windows), shrinking by little
 // and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity,
-// widths a multiple of 32 (uint8 rows then go straight to the output).
+// widths a multiple of 32 (uint8 rows then go straight to the output), and outputs over 64
+// pixels (whose enlarged axes take enlarging_taps).
 TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   namespace d = tp::data::detail;
   torch::manual_seed(3);
@@ -268,7 +271,8 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   };
   const std::vector<box> boxes = {{3, 5, 40, 30, 56, 72, false}, {10.5, 2.25, 33.5, 40.75, 50, 37, true}, {0, 0, 83, 61, 40, 70, false},
                                   {1, 2, 80, 55, 9, 13, true},   {0, 0, 83, 61, 61, 83, false},        {20, 20, 5, 4, 33, 47, true},
-                                  {0, 0, 83, 61, 1, 1, false},   {2, 3, 50, 40, 45, 64, true},         {0, 0, 83, 61, 20, 32, false}};
+                                  {0, 0, 83, 61, 1, 1, false},   {2, 3, 50, 40, 45, 64, true},         {0, 0, 83, 61, 20, 32, false},
+                                  {5, 7, 40, 30, 96, 128, true}};
 #if defined(__SSE2__)
   bool& avx2 = d::use_avx2();
   const bool has_avx2 = avx2;
@@ -305,17 +309,18 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
 
 // Where a box is enlarged, its taps come from enlarging_taps (filter_taps.hpp) instead of
 // bilinear_taps and equalize_taps: each output must weigh each source pixel as they do (within a
-// float's rounding), and read only pixels of the axis. Boxes as random_resized_crop draws them:
-// fractional starts, lengths from one pixel to the output's, at the edges, flipped or not.
+// float's rounding), and read only pixels of the axis, within [lo, hi). Boxes as
+// random_resized_crop draws them: fractional starts, lengths from half a pixel to the output's,
+// whole axes, at the edges, flipped or not; axes of 1 and 2 pixels.
 TEST(ImageTransforms, EnlargingTapsWeighAsTheBilinearFilter) {
   namespace d = tp::data::detail;
   std::mt19937_64 random(5);
-  const auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(random); };
+  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
   for (int run = 0; run < 400; ++run) {
-    const std::int64_t in = 1 + std::int64_t(random() % 300), out = 1 + std::int64_t(random() % 300);
-    const double length = run % 10 == 0 ? std::min<double>(in, out) : uniform(std::min(0.5, double(in)), std::min<double>(in, out));
+    const std::int64_t in = run < 8 ? 1 + run % 2 : 1 + std::int64_t(random() % 300), out = 1 + std::int64_t(random() % 300);
+    const double length = run % 10 < 2 ? std::min<double>(in, out) : uniform(std::min(0.5, double(in)), std::min<double>(in, out));
     const double start = run % 7 == 0 ? 0.0 : run % 7 == 1 ? double(in) - length : uniform(0, double(in) - length);
-    const bool reverse = run % 2 == 1;
+    const bool reverse = run % 4 >= 2;
     d::filter_taps fast, slow;
     d::enlarging_taps(start, length, in, out, reverse, fast);
     d::bilinear_taps(start, length, in, out, reverse, slow);
@@ -336,8 +341,8 @@ TEST(ImageTransforms, EnlargingTapsWeighAsTheBilinearFilter) {
                                       << " pixel " << i;
     }
     EXPECT_LE(fast.stride, 2);
-    EXPECT_GE(fast.lo, 0);
-    EXPECT_LE(fast.hi, in);
+    EXPECT_EQ(fast.lo, *std::min_element(fast.first.begin(), fast.first.end()));  // resample reads first - lo
+    EXPECT_EQ(fast.hi, *std::max_element(fast.first.begin(), fast.first.end()) + fast.stride);
   }
 }
 

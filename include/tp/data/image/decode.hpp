@@ -16,9 +16,9 @@
 // - PNG: palettes are expanded, alpha and tRNS are dropped (as PIL's convert does, without
 //   compositing), 16-bit samples keep their high byte, gamma chunks are ignored (PIL ignores
 //   them too). CMYK JPEGs are refused: PIL's inverted-CMYK conversion is not reproduced.
-// - at_least = {h, w}: a JPEG is decoded at the smallest of libjpeg-turbo's scaling factors (k/8,
-//   k = 1..8) whose output is still at least h x w; the IDCT then does the shrinking, several
-//   times faster than decoding at full size. PNGs ignore it.
+// - at_least = {h, w}: a JPEG is decoded at the smallest of the scales 1/8, 1/4, 1/2 and 1
+//   (libjpeg-turbo's with SIMD code: jpeg_scale) whose output is still at least h x w; the IDCT
+//   then does the shrinking, several times faster than decoding at full size. PNGs ignore it.
 // - The transforms (transforms.hpp) decode only the part of a JPEG their crop reads
 //   (jpeg_decode): libjpeg-turbo's jpeg_crop_scanline and jpeg_skip_scanlines, same pixels.
 // - Thread-safe: each thread keeps its own libjpeg reader; libpng state lives per call.

@@ -69,7 +69,8 @@ inline void bilinear_taps(double start, double length, std::int64_t in, std::int
 // centre, k and k + 1, weighted 1 - f and f, already normalized. At an edge, where the centre
 // lies outside the pixel centres, the edge pixel takes it all (bilinear_taps renormalizes its
 // one tap to 1), and the taps stay two, moved inward as equalize_taps moves them. The weights
-// are those of bilinear_taps but for a rounding (its total is not always exactly 1).
+// are those of bilinear_taps but for a rounding (its total is not always exactly 1); where
+// every output falls on a pixel centre (bilinear_taps: one tap each), the second has weight 0.
 inline void enlarging_taps(double start, double length, std::int64_t in, std::int64_t out, bool reverse, filter_taps& t) {
   const double scale = length / double(out);
   const std::int64_t taps = in > 1 ? 2 : 1;
