@@ -89,6 +89,6 @@ echo "== test-debian13: the suite with g++"
 # tests and the examples that cross a version border (checkpoints, TorchScript, Python) run.
 # Everything is built at -O1, so the tests need no precompiled header of their own.
 in_root env OMP_NUM_THREADS=1 make -C /tp BUILD=build-debian13 CMAKE_ARGS="-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DTP_TEST_OPTIMIZATION=" \
-  CTEST_ARGS="-LE compile_time|long_example" suite
+  CTEST_ARGS='-LE "compile_time|long_example"' suite
 echo "== test-debian13: the compile checks with clang"
 in_root CXX=clang++ make -C /tp BUILD=build-debian13-clang compile-checks
