@@ -201,6 +201,13 @@ inline std::vector<torch::Tensor> weights_of(auto& trainer) {
   return w;
 }
 
+// The raw bytes of t (contiguous, native order): what the Python peers read and write.
+inline void write_raw(const std::filesystem::path& file, const torch::Tensor& t) {
+  std::ofstream out(file, std::ios::binary);
+  const auto c = t.contiguous();
+  out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+}
+
 inline void expect_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {

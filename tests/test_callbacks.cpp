@@ -48,7 +48,7 @@ struct OnlyAfterStep {
 }  // namespace
 
 namespace {
-struct Monitor {
+struct ValueMonitor {
   std::vector<double> values;
   void on_scalar(auto&, std::string_view, double v) { values.push_back(v); }
   void after_epoch(auto&) {}
@@ -60,7 +60,7 @@ TEST(Trigger, ExposesOnlyTheHooksOfWhatItWraps) {
   static_assert(tp::detail::names_after_step<T>);
   static_assert(!tp::detail::names_before_step<T> && !tp::detail::names_before_train<T> &&
                 !tp::detail::names_on_scalar<T>);
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::every_n_epochs(3, Monitor{}));
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::every_n_epochs(3, ValueMonitor{}));
   trainer.put_scalar("x", 1.5);
   EXPECT_EQ(trainer.callback<0>().inner().values, std::vector<double>{1.5});
 }
@@ -408,16 +408,16 @@ TEST(EarlyStopping, ANaNScalarDoesNotImprove) {
 }
 
 namespace {
-struct Recorder {
+struct ScalarRecorder {
   std::vector<std::pair<std::string, double>> seen;
   void on_scalar(auto&, std::string_view name, double value) { seen.emplace_back(name, value); }
 };
 }  // namespace
 
 TEST(Throughput, PutsSamplesPerSecondAndTheTimeLeft) {
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(20).max_epoch(3), tp::Throughput(8), Recorder{});
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(20).max_epoch(3), tp::Throughput(8), ScalarRecorder{});
   trainer.train();
-  const auto& seen = trainer.callback<Recorder>().seen;
+  const auto& seen = trainer.callback<ScalarRecorder>().seen;
   ASSERT_EQ(seen.size(), 6u);
   for (int epoch = 0; epoch < 3; ++epoch) {
     EXPECT_EQ(seen[2 * epoch].first, "throughput");
@@ -473,10 +473,10 @@ TEST(HyperParams, ScheduledPiecewiseAndInterpolated) {
 TEST(HyperParams, TheLearningRateReachesEveryTowersOptimizerAndIsPut) {
   auto trainer = tp::Trainer(tp::DummyInput(tp_test::regression_batch()), tp_test::linear_desc(), tp::Replicated<>::cpu(3),
                              tp::TrainOptions().steps_per_epoch(1).max_epoch(2),
-                             tp::ScheduledHyperParamSetter(tp::learning_rate(), {{2, 0.5}}), Recorder{});
+                             tp::ScheduledHyperParamSetter(tp::learning_rate(), {{2, 0.5}}), ScalarRecorder{});
   trainer.train();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(trainer.replicas().optimizer(i).param_groups()[0].options().get_lr(), 0.5);
-  EXPECT_EQ(trainer.callback<Recorder>().seen,
+  EXPECT_EQ(trainer.callback<ScalarRecorder>().seen,
             (std::vector<std::pair<std::string, double>>{{"learning_rate", 0.05}, {"learning_rate", 0.5}}));
 }
 
@@ -522,10 +522,10 @@ TEST(HyperParams, MomentumWeightDecayAndUserValues) {
   double dropout = 0.1;
   auto user = tp::hyperparam("dropout", [&](auto&) { return dropout; }, [&](auto&, double v) { dropout = v; });
   auto with_user_value = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::ScheduledHyperParamSetter(user, {{1, 0.3}}),
-                                               Recorder{});
+                                               ScalarRecorder{});
   with_user_value.train();
   EXPECT_EQ(dropout, 0.3);
-  EXPECT_EQ(with_user_value.callback<Recorder>().seen, (std::vector<std::pair<std::string, double>>{{"dropout", 0.3}}));
+  EXPECT_EQ(with_user_value.callback<ScalarRecorder>().seen, (std::vector<std::pair<std::string, double>>{{"dropout", 0.3}}));
 }
 
 // --- validation -------------------------------------------------------------------------------------
@@ -535,9 +535,9 @@ TEST(InferenceRunner, PutsTheDatasetMeanOfScalarOutputs) {
   auto validation = tp::data::examples(data.data, data.target) | tp::data::batch(4);  // batches of 4, 4, 2
   auto infer = [](torch::nn::Linear& m, const tp_test::Batch& b) { return tp::outputs{{"cost", torch::mse_loss(m->forward(b.data), b.target)}}; };
   auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3).max_epoch(2),
-                                       tp::InferenceRunner(validation, infer, tp::ScalarStats({"cost"}, "val/")), Recorder{});
+                                       tp::InferenceRunner(validation, infer, tp::ScalarStats({"cost"}, "val/")), ScalarRecorder{});
   trainer.train();
-  const auto& seen = trainer.callback<Recorder>().seen;
+  const auto& seen = trainer.callback<ScalarRecorder>().seen;
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[1].first, "val/cost");
   const double whole = torch::mse_loss(trainer.model()->forward(data.data), data.target).item<double>();
@@ -563,9 +563,9 @@ TEST(InferenceRunner, ClassificationErrorInEvalModeWithoutGradients) {
     return tp::outputs{{"logits", torch::one_hot(predicted, 3).to(torch::kFloat)}, {"label", b.target}};
   };
   auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), tp::InferenceRunner(flow, infer, tp::ClassificationError("logits", "label", "val/error")),
-                                       Recorder{});
+                                       ScalarRecorder{});
   trainer.train();
-  EXPECT_EQ(trainer.callback<Recorder>().seen, (std::vector<std::pair<std::string, double>>{{"val/error", 2.0 / 6.0}}));
+  EXPECT_EQ(trainer.callback<ScalarRecorder>().seen, (std::vector<std::pair<std::string, double>>{{"val/error", 2.0 / 6.0}}));
   EXPECT_FALSE(probe->training_seen);
   EXPECT_FALSE(probe->grad_seen);
   EXPECT_TRUE(trainer.model()->is_training());

@@ -32,7 +32,7 @@ struct WrongSignature {
 struct WrongScalarSignature {
   void on_scalar(auto&, double) {}  // forgot the name
 };
-struct Monitor {
+struct ScalarMonitor {
   void on_scalar(auto&, std::string_view, double) {}
 };
 struct DataMemberNamedLikeAHook {
@@ -50,7 +50,7 @@ static_assert(!tp::callback<int>);
 static_assert(!tp::callback<std::pair<int, int>>);
 static_assert(tp::callback<WrongSignature> && !tp::callback_for<WrongSignature, FakeTrainer>);
 static_assert(tp::callback<WrongScalarSignature> && !tp::callback_for<WrongScalarSignature, FakeTrainer>);
-static_assert(tp::monitor_for<Monitor, FakeTrainer> && !tp::monitor_for<AfterStepOnly, FakeTrainer>);
+static_assert(tp::monitor_for<ScalarMonitor, FakeTrainer> && !tp::monitor_for<AfterStepOnly, FakeTrainer>);
 static_assert(tp::callback<DataMemberNamedLikeAHook> && !tp::callback_for<DataMemberNamedLikeAHook, FakeTrainer>);
 static_assert(!tp::callback<FinalWithHook>);  // names cannot be probed in a final class
 
@@ -214,10 +214,10 @@ TEST(Concepts, EmptyCallbacksTakeNoSpaceInTheTrainer) {
 }
 
 TEST(Concepts, TheCheckedTrainerAcceptsWhatTheConceptsAccept) {
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), AfterStepOnly{}, Monitor{},
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), AfterStepOnly{}, ScalarMonitor{},
                                        tp::every_n_epochs(2, tp_test::Spy{}));
   using T = std::remove_reference_t<decltype(trainer)>;
-  static_assert(tp::callback_for<AfterStepOnly, T> && tp::monitor_for<Monitor, T>);
+  static_assert(tp::callback_for<AfterStepOnly, T> && tp::monitor_for<ScalarMonitor, T>);
   static_assert(tp::callback_for<tp_test::Spy, T>);
   EXPECT_NO_THROW(trainer.train());
 }

@@ -30,7 +30,7 @@ ints collect(Range&& range) {
 }
 
 template <class Input>
-ints drain(Input& input, int batches) {
+ints drain_ints(Input& input, int batches) {
   ints out;
   for (int i = 0; i < batches; ++i)
     for (int x : input.next_batch()) out.push_back(x);
@@ -212,15 +212,15 @@ void expect_exact_restore() {
   for (const auto& [drained, consumed] : {std::pair{7, 2}, std::pair{10, 5}}) {
     SCOPED_TRACE("after " + std::to_string(drained) + " batches");
     Input first(seeded_flow());
-    drain(first, drained);
+    drain_ints(first, drained);
     const auto where = first.position();
     EXPECT_EQ(where.consumed, consumed);
-    const auto expected = drain(first, 9);
+    const auto expected = drain_ints(first, 9);
 
     Input resumed(seeded_flow());  // a new process builds the same dataflow
     resumed.restore(where);
     EXPECT_EQ(resumed.position(), where);
-    EXPECT_EQ(drain(resumed, 9), expected);
+    EXPECT_EQ(drain_ints(resumed, 9), expected);
   }
 }
 
@@ -241,18 +241,18 @@ TEST(Position, FeedAndQueueAgreeOnWhereTheyAre) {
 TEST(QueueInput, GivesTheSameBatchesAsFeedInput) {
   tp::FeedInput feed(seeded_flow());
   tp::QueueInput queue(seeded_flow(), 2);
-  EXPECT_EQ(drain(queue, 23), drain(feed, 23));
+  EXPECT_EQ(drain_ints(queue, 23), drain_ints(feed, 23));
 }
 
 TEST(QueueInput, StoppingLosesNoBatch) {
   tp::FeedInput feed(seeded_flow());
   tp::QueueInput queue(seeded_flow(), 4);
-  auto got = drain(queue, 3);
+  auto got = drain_ints(queue, 3);
   queue.stop();
   EXPECT_FALSE(queue.running());
-  auto rest = drain(queue, 9);  // restarts by itself
+  auto rest = drain_ints(queue, 9);  // restarts by itself
   got.insert(got.end(), rest.begin(), rest.end());
-  EXPECT_EQ(got, drain(feed, 12));
+  EXPECT_EQ(got, drain_ints(feed, 12));
 }
 
 TEST(QueueInput, ADataflowErrorReachesTheStepWithItsMessageAndNothingHangs) {
@@ -261,7 +261,7 @@ TEST(QueueInput, ADataflowErrorReachesTheStepWithItsMessageAndNothingHangs) {
                 return x;
               }, 2) | int_batches(5);
   tp::QueueInput queue(std::move(flow), 2);
-  EXPECT_EQ(drain(queue, 5), collect(iota_flow(25)));
+  EXPECT_EQ(drain_ints(queue, 5), collect(iota_flow(25)));
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
       queue.next_batch();
@@ -287,7 +287,7 @@ TEST(QueueInput, ServesSeveralConsumerThreadsEachItsOwnBatch) {
   std::vector<ints> got(4);
   std::vector<std::thread> towers;
   for (int t = 0; t < 4; ++t)
-    towers.emplace_back([&, t] { got[t] = drain(queue, 25); });
+    towers.emplace_back([&, t] { got[t] = drain_ints(queue, 25); });
   for (auto& t : towers) t.join();
   ints all;
   for (auto& g : got) all.insert(all.end(), g.begin(), g.end());
@@ -335,7 +335,7 @@ TEST(QueueInput, TheTrainerStopsItsThreadOnEveryExit) {
 TEST(StagingInput, OnTheCpuHandsOverTheInnerBatches) {
   tp::StagingInput staged{tp::FeedInput(seeded_flow())};
   tp::FeedInput plain(seeded_flow());
-  EXPECT_EQ(drain(staged, 8), drain(plain, 8));
+  EXPECT_EQ(drain_ints(staged, 8), drain_ints(plain, 8));
 }
 
 TEST(StagingInput, ForwardsStartAndStopToItsInput) {

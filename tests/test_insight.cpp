@@ -57,7 +57,7 @@ struct PoisonGradient {
   }
 };
 
-struct Recorder {
+struct LrRecorder {
   std::shared_ptr<std::vector<double>> lr = std::make_shared<std::vector<double>>();
   void before_step(auto& t) { lr->push_back(tp::learning_rate().get(t)); }
 };
@@ -272,7 +272,7 @@ TEST(HumanHyperParamSetter, AChangeToTheFileTakesEffectAtTheNextCheck) {
   TempDir dir("hyper");
   const auto file = dir.path / "hyper.txt";
   std::ofstream(file) << "# set by hand\nlearning_rate: 0.01\n";
-  Recorder recorder;
+  LrRecorder recorder;
   auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(6).model_summary(false),
                                        tp::HumanHyperParamSetter(file, tp::learning_rate()).every_steps(2), recorder, Edit{file});
   trainer.train();
@@ -297,13 +297,13 @@ TEST(HumanHyperParamSetter, ABadLineIsReportedAndSkippedNeverFatal) {
                            "line 7: learning_rate is given twice; the first one holds"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
   // In a run, the good line takes effect and the bad ones stop nothing.
-  Recorder recorder;
+  LrRecorder recorder;
   auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2).model_summary(false),
                                        tp::HumanHyperParamSetter(file, tp::learning_rate()), recorder);
   trainer.train();
   EXPECT_EQ(*recorder.lr, (std::vector<double>{0.03, 0.03}));
   // A missing file changes nothing.
-  Recorder untouched;
+  LrRecorder untouched;
   auto no_file = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1).model_summary(false),
                                        tp::HumanHyperParamSetter(dir.path / "none.txt", tp::learning_rate()), untouched);
   no_file.train();

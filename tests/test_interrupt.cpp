@@ -111,7 +111,7 @@ TEST(Interrupt, ASignalDuringTheEpochsEndLetsTheEpochCloseAndSavesItOnce) {
 }
 
 namespace {
-struct StopAt {
+struct StopAtThree {
   void after_step(auto& t) {
     if (t.global_step() == 3) t.request_stop();
   }
@@ -120,7 +120,7 @@ struct StopAt {
 
 TEST(Interrupt, AStopRequestStillClosesTheEpochAndIsNoInterruption) {
   Spy spy;
-  auto trainer = mlp_trainer(3, StopAt{}, spy);
+  auto trainer = mlp_trainer(3, StopAtThree{}, spy);
   const auto outcome = trainer.train();
   EXPECT_EQ(outcome.cause, tp::end_cause::stop_requested);
   EXPECT_FALSE(outcome.interrupted());

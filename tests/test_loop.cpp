@@ -35,7 +35,7 @@ TEST(Loop, EpochsRunFromStartingEpochToMaxEpochInclusive) {
 }
 
 namespace {
-struct Monitor {
+struct LoggingMonitor {
   std::shared_ptr<std::vector<std::string>> log;
   void on_scalar(auto&, std::string_view name, double value) { log->push_back("scalar " + std::string(name) + "=" + std::to_string(int(value))); }
   void after_epoch(auto&) { log->push_back("monitor after_epoch"); }
@@ -55,7 +55,7 @@ struct Producer {
 TEST(Loop, CallbacksRunInTheOrderGivenAndMonitorsCloseTheEpoch) {
   auto log = std::make_shared<std::vector<std::string>>();
   // The monitor comes first in the pack but must see the scalar put after it in the epoch.
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), Monitor{log}, Spy{log, "a."},
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(1), LoggingMonitor{log}, Spy{log, "a."},
                                        Producer{log}, Spy{log, "b."});
   trainer.train();
   // Plain callbacks in the order given; at the epoch's end the monitor runs last, after the
@@ -71,7 +71,7 @@ TEST(Loop, CallbacksRunInTheOrderGivenAndMonitorsCloseTheEpoch) {
 }
 
 namespace {
-struct StopAt {
+struct StopAtStep {
   std::int64_t step;
   void after_step(auto& t) {
     if (t.global_step() == step) t.request_stop();
@@ -81,7 +81,7 @@ struct StopAt {
 
 TEST(Loop, RequestStopFinishesTheStepAndClosesTheEpoch) {
   Spy spy;
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(3), StopAt{6}, spy);
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(3), StopAtStep{6}, spy);
   trainer.train();
   EXPECT_EQ(trainer.global_step(), 6);
   EXPECT_EQ(spy.log->back(), "after_train 2/1/6");
@@ -323,7 +323,7 @@ TEST(UserStep, MayUseNoGradientsNorOptimizer) {
 // --- scalars and access ----------------------------------------------------------------------------
 
 namespace {
-struct Recorder {
+struct StepScalarRecorder {
   std::vector<std::pair<std::string, double>> seen;
   std::vector<std::int64_t> steps;
   void on_scalar(auto& t, std::string_view name, double value) {
@@ -340,7 +340,7 @@ struct Putter {
 }  // namespace
 
 TEST(Scalars, ReachEveryMonitorWithTheTrainer) {
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2), Putter{}, Recorder{}, Recorder{});
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(2), Putter{}, StepScalarRecorder{}, StepScalarRecorder{});
   trainer.train();
   auto& first = trainer.callback<1>();
   ASSERT_EQ(first.seen.size(), 2u);
@@ -359,15 +359,15 @@ TEST(Scalars, WithoutMonitorsPuttingIsFree) {
 }
 
 namespace {
-struct Counter {
+struct StepCounter {
   int steps = 0;
   void after_step(auto&) { ++steps; }
 };
 }  // namespace
 
 TEST(Access, CallbacksByTypeAndByIndex) {
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Spy{}, Counter{});
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Spy{}, StepCounter{});
   trainer.train();
-  EXPECT_EQ(trainer.callback<Counter>().steps, 3);
-  EXPECT_EQ(&trainer.callback<1>(), &trainer.callback<Counter>());
+  EXPECT_EQ(trainer.callback<StepCounter>().steps, 3);
+  EXPECT_EQ(&trainer.callback<1>(), &trainer.callback<StepCounter>());
 }

@@ -14,11 +14,6 @@ using namespace tp_test;
 
 namespace {
 
-void write_raw(const std::filesystem::path& file, const torch::Tensor& t) {
-  std::ofstream out(file, std::ios::binary);
-  const auto c = t.contiguous();
-  out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-}
 torch::Tensor read_raw(const std::filesystem::path& file, std::vector<std::int64_t> shape) {
   std::ifstream in(file, std::ios::binary);
   auto t = torch::empty(shape);

@@ -296,24 +296,20 @@ std::vector<torch::Tensor> trained(Distribution distribution, bool recomputed, b
   return state;
 }
 
-void expect_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
-}
 
 }  // namespace
 
 TEST(Recompute, TrainsAsThePlainModelOnOneDeviceWithDropoutAndBf16) {
-  expect_bitwise_equal(trained(tp::SingleDevice(), false, true), trained(tp::SingleDevice(), true, true));
-  expect_bitwise_equal(trained(tp::SingleDevice(), false, true, tp::precision::bf16_mixed),
+  tp_test::expect_bitwise_equal(trained(tp::SingleDevice(), false, true), trained(tp::SingleDevice(), true, true));
+  tp_test::expect_bitwise_equal(trained(tp::SingleDevice(), false, true, tp::precision::bf16_mixed),
                        trained(tp::SingleDevice(), true, true, tp::precision::bf16_mixed));
 }
 
 // CPU towers in threads share LibTorch's one CPU generator, so the model has no dropout here
 // (see the header): what is checked is that towers recompute side by side.
 TEST(Recompute, TrainsAsThePlainModelWithReplicatedTowers) {
-  expect_bitwise_equal(trained(tp::Replicated<>::cpu(2), false, false), trained(tp::Replicated<>::cpu(2), true, false));
-  expect_bitwise_equal(trained(tp::Replicated<>::cpu(2), false, false, tp::precision::bf16_mixed),
+  tp_test::expect_bitwise_equal(trained(tp::Replicated<>::cpu(2), false, false), trained(tp::Replicated<>::cpu(2), true, false));
+  tp_test::expect_bitwise_equal(trained(tp::Replicated<>::cpu(2), false, false, tp::precision::bf16_mixed),
                        trained(tp::Replicated<>::cpu(2), true, false, tp::precision::bf16_mixed));
 }
 

@@ -22,11 +22,6 @@ torch::Tensor read_raw(const std::filesystem::path& file, torch::ScalarType type
   EXPECT_TRUE(in) << "cannot read " << file;
   return t;
 }
-void write_raw(const std::filesystem::path& file, const torch::Tensor& t) {
-  std::ofstream out(file, std::ios::binary);
-  const auto c = t.contiguous();
-  out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-}
 void python(const std::string& command, const std::filesystem::path& dir) {
   const std::string line = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/scripted/reference_scripted.py " + command + " " + dir.string();
   ASSERT_EQ(std::system(line.c_str()), 0) << line << " failed (Python's torch is Debian's python3-torch; scripts/setup.sh installs it)";

@@ -28,7 +28,7 @@ auto feed(std::int64_t batch) { return tp::FeedInput(tp::data::examples(dataset(
 
 std::atomic<bool> poison{false};  // makes every cost NaN while set
 
-auto mlp_desc(double regularisation = 0.0) {
+auto tower_mlp_desc(double regularisation = 0.0) {
   return tp::model_desc([] {
            torch::manual_seed(5);
            return torch::nn::Sequential(torch::nn::Linear(4, 16), torch::nn::Tanh(), torch::nn::Linear(16, 1));
@@ -45,7 +45,7 @@ auto mlp_desc(double regularisation = 0.0) {
 
 template <class Distribution>
 torch::nn::Sequential train(Distribution distribution, std::int64_t batch, int steps, double regularisation = 0.0) {
-  tp::Trainer trainer(feed(batch), mlp_desc(regularisation), std::move(distribution), tp::TrainOptions().steps_per_epoch(steps));
+  tp::Trainer trainer(feed(batch), tower_mlp_desc(regularisation), std::move(distribution), tp::TrainOptions().steps_per_epoch(steps));
   trainer.train();
   return trainer.model();
 }
@@ -91,7 +91,7 @@ TEST(ParameterServer, NTowersGiveTheWeightsOfOneTowerWithNTimesTheBatch) {
 // --- replicas --------------------------------------------------------------------------------------
 
 TEST(Replicated, ReplicasStayIdenticalAndStartFromTheMainModel) {
-  tp::Trainer trainer(feed(8), mlp_desc(), tp::Replicated<>::cpu(3), tp::TrainOptions().steps_per_epoch(5));
+  tp::Trainer trainer(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(3), tp::TrainOptions().steps_per_epoch(5));
   {
     torch::NoGradGuard no_grad;
     for (auto& p : trainer.model()->parameters()) p.fill_(0.01);  // e.g. weights loaded from a checkpoint
@@ -99,7 +99,7 @@ TEST(Replicated, ReplicasStayIdenticalAndStartFromTheMainModel) {
   EXPECT_FALSE(trainer.replicas().identical());
   trainer.train();
   EXPECT_TRUE(trainer.replicas().identical());
-  tp::Trainer fresh(feed(8), mlp_desc(), tp::Replicated<>::cpu(3), tp::TrainOptions().steps_per_epoch(1));
+  tp::Trainer fresh(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(3), tp::TrainOptions().steps_per_epoch(1));
   EXPECT_TRUE(fresh.replicas().identical());  // built identical
 }
 
@@ -117,11 +117,11 @@ struct PerturbTowerOne {
 }  // namespace
 
 TEST(Replicated, ResyncsFromTowerZeroEveryNEpochs) {
-  tp::Trainer synced(feed(8), mlp_desc(), tp::Replicated<>::cpu(2).resync_every_epochs(1), tp::TrainOptions().steps_per_epoch(2),
+  tp::Trainer synced(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(2).resync_every_epochs(1), tp::TrainOptions().steps_per_epoch(2),
                      PerturbTowerOne{});
   synced.train();
   EXPECT_TRUE(synced.callback<PerturbTowerOne>().identical_at_epoch_end);
-  tp::Trainer drifting(feed(8), mlp_desc(), tp::Replicated<>::cpu(2), tp::TrainOptions().steps_per_epoch(2), PerturbTowerOne{});
+  tp::Trainer drifting(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(2), tp::TrainOptions().steps_per_epoch(2), PerturbTowerOne{});
   drifting.train();
   EXPECT_FALSE(drifting.callback<PerturbTowerOne>().identical_at_epoch_end);
 }
@@ -174,7 +174,7 @@ struct Snapshots {
 }  // namespace
 
 TEST(GradientProcessing, SkipLeavesTheWeightsAsTheyWere) {
-  tp::Trainer trainer(feed(8), mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().on_non_finite(tp::non_finite::skip)),
+  tp::Trainer trainer(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().on_non_finite(tp::non_finite::skip)),
                       tp::TrainOptions().steps_per_epoch(5), PoisonAt{3}, Snapshots{});
   trainer.train();
   const auto& s = trainer.callback<Snapshots>();
@@ -184,7 +184,7 @@ TEST(GradientProcessing, SkipLeavesTheWeightsAsTheyWere) {
 }
 
 TEST(GradientProcessing, ZeroAppliesAnUpdateWithoutTheBadEntries) {
-  tp::Trainer trainer(feed(8), mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().on_non_finite(tp::non_finite::zero)),
+  tp::Trainer trainer(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().on_non_finite(tp::non_finite::zero)),
                       tp::TrainOptions().steps_per_epoch(5), PoisonAt{3}, Snapshots{});
   trainer.train();
   const auto& s = trainer.callback<Snapshots>();
@@ -194,7 +194,7 @@ TEST(GradientProcessing, ZeroAppliesAnUpdateWithoutTheBadEntries) {
 }
 
 TEST(GradientProcessing, StopNamesTheParameter) {
-  tp::Trainer trainer(feed(8), mlp_desc(), tp::SingleDevice().gradients(tp::GradientProcessing().on_non_finite(tp::non_finite::stop)),
+  tp::Trainer trainer(feed(8), tower_mlp_desc(), tp::SingleDevice().gradients(tp::GradientProcessing().on_non_finite(tp::non_finite::stop)),
                       tp::TrainOptions().steps_per_epoch(5), PoisonAt{2});
   try {
     trainer.train();
@@ -236,7 +236,7 @@ struct BadForTowerOne {
 }  // namespace
 
 TEST(Towers, AFailureInATowerThreadReachesTheLoopNamingTheTower) {
-  tp::Trainer trainer(BadForTowerOne{}, mlp_desc(), tp::Replicated<>::cpu(2), tp::TrainOptions().steps_per_epoch(3));
+  tp::Trainer trainer(BadForTowerOne{}, tower_mlp_desc(), tp::Replicated<>::cpu(2), tp::TrainOptions().steps_per_epoch(3));
   try {
     trainer.train();
     FAIL();
@@ -312,10 +312,10 @@ struct RecordNorms {
 TEST(GradientNorm, PutsTheMeanAndMaxOfTheReducedGradientsNorm) {
   // Two towers, batch 8 each, give the gradient of one tower with batch 16: its norm is the
   // one recorded.
-  tp::Trainer two(feed(8), mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().record_norm()),
+  tp::Trainer two(feed(8), tower_mlp_desc(), tp::Replicated<>::cpu(2).gradients(tp::GradientProcessing().record_norm()),
                   tp::TrainOptions().steps_per_epoch(3), RecordNorms{}, tp::GradientNorm{}, tp::JSONWriter(::testing::TempDir() + "/tp_gradnorm"));
   two.train();
-  tp::Trainer one(feed(16), mlp_desc(), tp::SingleDevice().gradients(tp::GradientProcessing().record_norm()), tp::TrainOptions().steps_per_epoch(3),
+  tp::Trainer one(feed(16), tower_mlp_desc(), tp::SingleDevice().gradients(tp::GradientProcessing().record_norm()), tp::TrainOptions().steps_per_epoch(3),
                   RecordNorms{});
   one.train();
   const auto& a = two.callback<RecordNorms>().seen;
@@ -329,7 +329,7 @@ TEST(GradientNorm, PutsTheMeanAndMaxOfTheReducedGradientsNorm) {
 }
 
 TEST(GradientNorm, WithoutRecordingIsAClearError) {
-  tp::Trainer trainer(feed(8), mlp_desc(), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(1), tp::GradientNorm{});
+  tp::Trainer trainer(feed(8), tower_mlp_desc(), tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(1), tp::GradientNorm{});
   try {
     trainer.train();
     FAIL() << "no error";
