@@ -254,7 +254,7 @@ TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
 // hardest case for rounding. Boxes: enlarging (AVX2's byte-shuffle windows), shrinking by little
 // and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity,
 // widths a multiple of 32 (uint8 rows then go straight to the output), and outputs over 64
-// pixels (whose enlarged axes take enlarging_taps).
+// pixels (whose shrunk axes' taps are computed anew, not kept).
 TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   namespace d = tp::data::detail;
   torch::manual_seed(3);

@@ -116,21 +116,21 @@ inline void equalize_taps(filter_taps& t, std::int64_t in) {
 }
 
 // The equalized taps of axis `axis` (0: x, 1: y; each has its own store, so that the two of one
-// image stay valid together). Those of outputs of up to 64 pixels are kept per thread and reused:
-// the crop boxes of a small image recur (a 28-pixel axis has a few hundred), and computing their
-// taps took a tenth of a 28 x 28 transform; a store holds up to 4 MiB of taps (all of a 28-pixel
-// image's boxes take under 1 MiB) and starts again when full. A larger output's boxes rarely
-// recur: its taps are computed into `scratch`, by enlarging_taps where the box is enlarged.
+// image stay valid together). An enlarged box's are computed into `scratch` by enlarging_taps,
+// which costs less than looking them up. A shrunk box's, for outputs of up to 64 pixels, are kept
+// per thread and reused: the crop boxes of a small image recur (a 28-pixel axis has a few
+// hundred), and bilinear_taps and equalize_taps took a tenth of a 28 x 28 transform; a store
+// holds up to 4 MiB of taps and starts again when full. A larger output's boxes rarely recur.
 inline const filter_taps& axis_taps(int axis, double start, double length, std::int64_t in, std::int64_t out, bool reverse, filter_taps& scratch) {
   constexpr std::int64_t largest_kept = 64;
   constexpr std::size_t budget = std::size_t(1) << 20;  // values (4 bytes each) a store holds
+  if (length <= double(out)) {
+    enlarging_taps(start, length, in, out, reverse, scratch);
+    return scratch;
+  }
   if (out > largest_kept) {
-    if (length <= double(out)) {
-      enlarging_taps(start, length, in, out, reverse, scratch);
-    } else {
-      bilinear_taps(start, length, in, out, reverse, scratch);
-      equalize_taps(scratch, in);
-    }
+    bilinear_taps(start, length, in, out, reverse, scratch);
+    equalize_taps(scratch, in);
     return scratch;
   }
   struct key {

@@ -81,7 +81,7 @@ inline void to_floats(const T* s, std::int64_t n, float* out) {
 }
 
 template <class Out>
-inline void store(Out* o, const float* v, std::int64_t n, float a, float b) {
+inline void store(Out* o, const float* v, std::int64_t n, float a, float b, [[maybe_unused]] std::int64_t image_values) {
   if constexpr (std::is_same_v<Out, std::uint8_t>) {
     std::int64_t x = 0;
 #if defined(__SSE2__)  // 16 at a time: clamped (NaN to 0), truncated, packed (the compiler's loop took 3 times longer)
@@ -102,7 +102,7 @@ inline void store(Out* o, const float* v, std::int64_t n, float a, float b) {
   } else {
     std::int64_t x = 0;
 #if defined(__SSE2__)
-    if (streams_floats(o)) {  // resample_rgb8.hpp: fenced at the end of resample()
+    if (streams_floats(o, image_values)) {  // resample_rgb8.hpp: fenced at the end of resample()
       const __m128 va = _mm_set1_ps(a), vb = _mm_set1_ps(b);
       for (; x + 4 <= n; x += 4) _mm_stream_ps(o + x, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(v + x), va), vb));
     }
@@ -134,6 +134,7 @@ void resample(const pixels<T>& src, double x0, double y0, double box_w, double b
       return resample_rgb8(src.data, src.height, src.width, src.stride_y, tx, ty, out_h, out_w, scale, offset, out);
 #endif
   const std::int64_t C = src.channels, n_cols = tx.hi - tx.lo, taps = ty.stride, slot = C * out_w;
+  const std::int64_t image_values = out_channels * out_h * out_w;
   row.resize(n_cols * C);
   ring.resize(taps * slot);
   acc.resize(out_w);
@@ -170,12 +171,12 @@ void resample(const pixels<T>& src, double x0, double y0, double box_w, double b
         }
       }
       if (C == out_channels) {
-        store(out + (c * out_h + y) * out_w, v, out_w, scale[c], offset[c]);
+        store(out + (c * out_h + y) * out_w, v, out_w, scale[c], offset[c], image_values);
       } else if constexpr (std::is_same_v<Out, std::uint8_t>) {  // the same bytes in every channel
-        store(out + y * out_w, v, out_w, scale[0], offset[0]);
+        store(out + y * out_w, v, out_w, scale[0], offset[0], image_values);
         for (std::int64_t o = 1; o < out_channels; ++o) std::copy_n(out + y * out_w, out_w, out + (o * out_h + y) * out_w);
       } else {
-        for (std::int64_t o = 0; o < out_channels; ++o) store(out + (o * out_h + y) * out_w, v, out_w, scale[o], offset[o]);
+        for (std::int64_t o = 0; o < out_channels; ++o) store(out + (o * out_h + y) * out_w, v, out_w, scale[o], offset[o], image_values);
       }
     }
   }
