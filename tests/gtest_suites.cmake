@@ -15,7 +15,6 @@ string(REPLACE "," ";" compile_time "${COMPILE_TIME}")
 # tests are the indented lines below it. Other lines (gtest_main's greeting) are not suites.
 string(REPLACE "\n" ";" lines "${listing}")
 set(content "# Written by tests/gtest_suites.cmake from ${PROGRAM} --gtest_list_tests\n")
-set(count 0)
 foreach(line IN LISTS lines)
   if(NOT line MATCHES "^([A-Za-z_][A-Za-z0-9_/]*)\\.( |$)")
     continue()
@@ -31,9 +30,8 @@ foreach(line IN LISTS lines)
   endif()
   string(APPEND content "add_test([=[${suite}]=] [=[${PROGRAM}]=] [=[--gtest_filter=${suite}.*]=] --gtest_brief=1)\n"
                         "set_tests_properties([=[${suite}]=] PROPERTIES TIMEOUT ${TIMEOUT} LABELS \"${labels}\")\n")
-  math(EXPR count "${count} + 1")
 endforeach()
-if(count EQUAL 0)
+if(NOT suites)
   message(FATAL_ERROR "${PROGRAM} --gtest_list_tests listed no suite:\n${listing}")
 endif()
 foreach(name IN LISTS numerics compile_time)  # a renamed suite must not lose its label quietly

@@ -201,11 +201,18 @@ inline std::vector<torch::Tensor> weights_of(auto& trainer) {
   return w;
 }
 
-// The raw bytes of t (contiguous, native order): what the Python peers read and write.
+// Tensors as raw bytes (contiguous, native order): what the Python peers read and write.
 inline void write_raw(const std::filesystem::path& file, const torch::Tensor& t) {
   std::ofstream out(file, std::ios::binary);
   const auto c = t.contiguous();
   out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+}
+inline torch::Tensor read_raw(const std::filesystem::path& file, torch::ScalarType type, std::vector<std::int64_t> shape) {
+  std::ifstream in(file, std::ios::binary);
+  auto t = torch::empty(shape, type);
+  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+  EXPECT_TRUE(in) << "cannot read " << file;
+  return t;
 }
 
 inline void expect_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {

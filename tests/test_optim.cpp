@@ -14,14 +14,6 @@ using namespace tp_test;
 
 namespace {
 
-torch::Tensor read_raw(const std::filesystem::path& file, std::vector<std::int64_t> shape) {
-  std::ifstream in(file, std::ios::binary);
-  auto t = torch::empty(shape);
-  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-  EXPECT_TRUE(in) << "cannot read " << file;
-  return t;
-}
-
 // 100 steps on a 4x3 weight and a bias of 3 with given gradients, lr 0.01 then 0.005 from step 50,
 // weight decay 0.01 (what tests/optim/reference_optimizer.py does). Returns [100, 15].
 template <class Optimizer, class Options>
@@ -53,7 +45,7 @@ void expect_python_trajectory(const std::string& name) {
   write_raw(dir.path / "gb", gb);
   const std::string command = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/optim/reference_optimizer.py " + dir.path.string() + " " + name;
   ASSERT_EQ(std::system(command.c_str()), 0) << command << " failed: Python's torch comes from Debian's python3-torch (scripts/setup.sh installs it)";
-  const auto python = read_raw(dir.path / "trajectory", {100, 15});
+  const auto python = read_raw(dir.path / "trajectory", torch::kFloat, {100, 15});
   const torch::Tensor ours = trajectory<Optimizer, Options>(w0, b0, gw, gb);
   const double worst = (ours - python).abs().max().item<double>();
   std::printf("largest difference from Python's %s over 100 steps: %.3g\n", name.c_str(), worst);

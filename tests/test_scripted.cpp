@@ -15,13 +15,6 @@ using namespace tp_test;
 
 namespace {
 
-torch::Tensor read_raw(const std::filesystem::path& file, torch::ScalarType type, std::vector<std::int64_t> shape) {
-  std::ifstream in(file, std::ios::binary);
-  auto t = torch::empty(shape, type);
-  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-  EXPECT_TRUE(in) << "cannot read " << file;
-  return t;
-}
 void python(const std::string& command, const std::filesystem::path& dir) {
   const std::string line = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/scripted/reference_scripted.py " + command + " " + dir.string();
   ASSERT_EQ(std::system(line.c_str()), 0) << line << " failed (Python's torch is Debian's python3-torch; scripts/setup.sh installs it)";
