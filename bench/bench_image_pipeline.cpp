@@ -164,13 +164,18 @@ void run_overhead(const std::string& root, double seconds, std::int64_t size) {
   }
   const auto floats = augment(size), bytes = augment(size, false);
   std::vector<std::uint8_t> pixels;
-  // The transforms write into one reused buffer, as decode_images writes into a slot of a
-  // pooled batch: no tensor is allocated (and page-faulted) per image.
-  std::vector<float> slot;
+  // The transforms write into the slots of a ring of four batches of 64, as decode_images writes
+  // into the slots of the pooled batches in flight: no tensor is allocated (and page-faulted) per
+  // image, and a slot is not in the cache when written (one reused slot would be, in L1).
+  constexpr std::size_t ring_slots = 4 * 64;
+  std::vector<float> ring;
+  std::size_t slot_floats = 0, next_slot = 0;
   const tp::data::transforms::output into = [&](torch::IntArrayRef sizes, torch::ScalarType type) -> void* {
     const auto n = std::size_t(c10::multiply_integers(sizes)) * c10::elementSize(type);
-    if (slot.size() * sizeof(float) < n) slot.resize(n / sizeof(float) + 1);
-    return slot.data();
+    const std::size_t floats = (n + 63) / 64 * 16;  // slots 64-byte aligned, as a batch's are when rows are
+    if (floats > slot_floats) ring.assign(ring_slots * floats + 16, 0.0f), slot_floats = floats;
+    auto* base = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(ring.data()) + 63) / 64 * 64);
+    return base + (next_slot++ % ring_slots) * slot_floats;
   };
   double best[3] = {1e300, 1e300, 1e300};
   const auto start = clock_type::now();

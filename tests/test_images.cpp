@@ -307,6 +307,54 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   }
 }
 
+// Grey rows of an enlarged box take resample_grey_avx2.hpp's windows where the CPU has AVX2:
+// the same floats as the scalar loop, bitwise (a run resumed on a CPU without AVX2 makes the same
+// images), for boxes as random_resized_crop draws them on a 28 x 28 file (fractional, flipped,
+// down to the last row, whose bytes end the buffer), outputs not a multiple of 8, and of fewer
+// than 8 pixels or shrunk (the scalar loop alone). Also the output itself is held to a bilinear
+// filter by RandomResizedCropIsPilsBilinearResizeOfTheBox; this holds the two loops together.
+TEST(ImageTransforms, GreyWindowsAreTheScalarLoopsFloats) {
+  namespace d = tp::data::detail;
+#if !defined(__SSE2__)
+  GTEST_SKIP() << "the AVX2 windows are x86-64's";
+#else
+  if (!d::use_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  std::mt19937_64 random(11);
+  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
+  const std::int64_t h = 28, w = 28;
+  std::vector<std::uint8_t> image(std::size_t(h * w));  // exactly the image: its last row ends the buffer
+  for (auto& v : image) v = static_cast<std::uint8_t>(random());
+  const d::pixels<std::uint8_t> grey{image.data(), h, w, 1, w, 1, 1};
+  const float scale[3] = {1 / 255.0f / 0.229f, 1 / 255.0f / 0.224f, 1 / 255.0f / 0.225f}, offset[3] = {-2.1f, -2.0f, -1.8f};
+  bool& avx2 = d::use_avx2();
+  int windowed = 0;
+  for (int run = 0; run < 300; ++run) {
+    const double bw = run % 5 == 0 ? double(w) : uniform(2, double(w)), bh = run % 5 == 1 ? double(h) : uniform(2, double(h));
+    const double x = run % 3 == 0 ? double(w) - bw : uniform(0, double(w) - bw), y = run % 4 == 0 ? double(h) - bh : uniform(0, double(h) - bh);
+    const std::int64_t ow = run % 7 == 0 ? 1 + std::int64_t(random() % 7) : run % 7 == 1 ? 8 + std::int64_t(random() % 40) : 28;
+    const std::int64_t oh = run % 6 == 0 ? 5 + std::int64_t(random() % 30) : 28;
+    const bool flip = run % 2 == 1;
+    d::filter_taps taps;
+    d::grey_windows plan;
+    windowed += d::plan_grey_windows(d::axis_taps(0, x, bw, w, ow, flip, taps), ow, plan);
+    for (const std::int64_t channels : {1, 3}) {
+      std::vector<float> fast(std::size_t(channels * oh * ow)), slow(fast.size());
+      std::vector<std::uint8_t> fast8(fast.size()), slow8(fast.size());
+      d::resample(grey, x, y, bw, bh, oh, ow, flip, scale, offset, channels, fast.data());
+      d::resample(grey, x, y, bw, bh, oh, ow, flip, scale, offset, channels, fast8.data());
+      avx2 = false;
+      d::resample(grey, x, y, bw, bh, oh, ow, flip, scale, offset, channels, slow.data());
+      d::resample(grey, x, y, bw, bh, oh, ow, flip, scale, offset, channels, slow8.data());
+      avx2 = true;
+      ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(float)))
+          << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow << (flip ? ", flipped" : "");
+      ASSERT_EQ(fast8, slow8) << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow;
+    }
+  }
+  EXPECT_GT(windowed, 150);  // most boxes took the windows (the rest: outputs under 8, or shrunk)
+#endif
+}
+
 // Where a box is enlarged, its taps come from enlarging_taps (filter_taps.hpp) instead of
 // bilinear_taps and equalize_taps: each output must weigh each source pixel as they do (within a
 // float's rounding), and read only pixels of the axis, within [lo, hi). Boxes as

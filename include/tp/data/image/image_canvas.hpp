@@ -140,7 +140,7 @@ class image_canvas {
   }
   // One resample.hpp pass from the source into `memory` ([C, H, W] of type()).
   void render(void* memory) const {
-    std::array<float, max_channels> scale{}, offset{};
+    std::array<float, max_channels> scale, offset;  // channels_ of each are read: not zeroed (512 bytes per image)
     for (std::int64_t c = 0; c < channels_; ++c) scale[c] = float(scale_[c]), offset[c] = float(offset_[c]);
     auto run = [&](const auto& src) {
       if (floats_) resample(src, box_x_, box_y_, box_w_, box_h_, out_h_, out_w_, flip_, scale.data(), offset.data(), channels_, static_cast<float*>(memory));

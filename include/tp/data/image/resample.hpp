@@ -23,6 +23,7 @@
 #endif
 
 #include <tp/data/image/filter_taps.hpp>
+#include <tp/data/image/resample_grey_avx2.hpp>
 #include <tp/data/image/resample_rgb8.hpp>
 
 namespace tp::data::detail {
@@ -139,16 +140,33 @@ void resample(const pixels<T>& src, double x0, double y0, double box_w, double b
   ring.resize(taps * slot);
   acc.resize(out_w);
   const bool interleaved = src.stride_c == 1 && src.stride_x == C;
+#if defined(__SSE2__)
+  thread_local grey_windows windows;
+  thread_local std::vector<std::uint8_t> padded;  // a row with fewer than windows.reach bytes readable (the image's last)
+  const bool grey_avx2 = std::is_same_v<T, std::uint8_t> && C == 1 && interleaved && use_avx2() && plan_grey_windows(tx, out_w, windows);
+#endif
   std::int64_t next = 0;  // the first source row not resampled yet
   for (std::int64_t y = 0; y < out_h; ++y) {
     const std::int64_t first = ty.first[y];
     for (std::int64_t r = std::max(next, first); r < first + taps; ++r) {
       const T* s = src.data + r * src.stride_y + tx.lo * src.stride_x;
+      float* planes = ring.data() + (r % taps) * slot;
+#if defined(__SSE2__)
+      if constexpr (std::is_same_v<T, std::uint8_t>)
+        if (grey_avx2) {
+          if ((src.height - 1 - r) * src.stride_y + src.width - tx.lo < windows.reach) {
+            padded.assign(std::size_t(windows.reach), 0);
+            std::copy_n(s, n_cols, padded.data());
+            s = padded.data();
+          }
+          horizontal_grey8_windows(s, windows, planes);
+          continue;
+        }
+#endif
       if (interleaved) to_floats(s, n_cols * C, row.data());
       else
         for (std::int64_t x = 0; x < n_cols; ++x)
           for (std::int64_t c = 0; c < C; ++c) row[x * C + c] = float(s[x * src.stride_x + c * src.stride_c]);
-      float* planes = ring.data() + (r % taps) * slot;
       if (C == 3) horizontal_taps<3>(row.data(), tx, C, out_w, planes, out_w);
       else if (C == 1) horizontal_taps<1>(row.data(), tx, C, out_w, planes, out_w);
       else horizontal_taps<0>(row.data(), tx, C, out_w, planes, out_w);
