@@ -270,8 +270,10 @@ class seeded_chunks : public ranges::view_base {
 
    private:
     void fill() {
+      const auto files = chunk_files(slab_size_);
       chunk_.clear();
-      for (const auto files = chunk_files(slab_size_); chunk_.size() < files && !(it_ == end_); ++it_) {
+      chunk_.reserve(files);  // operator* moved the last chunk out, its memory with it
+      for (; chunk_.size() < files && !(it_ == end_); ++it_) {
         image_file file = *it_;
         const auto id = static_cast<std::uint64_t>(file.id);
         decode_job job{std::move(file), example_seed(seed_, pass_, id), nullptr, 0};
