@@ -36,6 +36,11 @@ if(MAKE_PROGRAM MATCHES "ninja" AND OBJECT)
     message(FATAL_ERROR "cannot read the compile command of ${OBJECT} from the build manifest:\n${commands}")
   endif()
   string(STRIP "${command}" command)
+  # Only the diagnostic matters: g++ stops after checking (templates instantiated, no code made),
+  # about 1 s of a case's 14 (7 of them loading the precompiled header), with the same messages.
+  if(COMPILER_ID STREQUAL "GNU")
+    string(APPEND command " -fsyntax-only")
+  endif()
   execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY "${BUILD_DIR}"
                   RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
 else()
