@@ -25,7 +25,7 @@ struct grey_windows {
   std::vector<std::int32_t> base;   // per group: the first pixel of its window, counted from tx.lo
   std::vector<std::int32_t> index;  // per output of a group: its first tap's pixel in the window, 0 to 7
   std::vector<float> w0, w1;        // per output of a group: its two weights
-  std::int64_t reach = 0;           // the bytes a row must have readable from tx.lo: the last window's end + 9
+  std::int64_t reach = 0;           // the bytes a row must have readable from tx.lo: the furthest window's first + 9
 };
 
 // The windows of `tx` (equalized) over out_w outputs, or false when it has not two taps, has
