@@ -10,7 +10,8 @@
 # resume through StagingInput), the examples fashion_mnist and image_folder (which trains on the
 # GPU from JPEG files), and bench_image_pipeline. Then it runs them, each step under a time
 # limit, writing what each printed to $OUT (or ./gpu_out). STEPS (default "tests examples
-# bench") picks steps; THREADS and SETS go to bench/image_pipeline.sh.
+# bench") picks steps; THREADS, SETS, REPS and SECS go to bench/image_pipeline.sh, which the bench
+# step stops after BENCH_TIMEOUT seconds (default 200).
 set -uo pipefail
 root=$(pwd)
 deps=$root/.deps
@@ -78,7 +79,7 @@ for b in "${builds[@]}"; do wait "$b"; done
 export OMP_NUM_THREADS=4
 if [[ " $steps " == *" tests "* && -x $work/gpu_tests ]]; then
   log "tests (the CUDA ones run here)"
-  timeout 240 "$work/gpu_tests" --gtest_brief=1 >"$out/tests.txt" 2>&1
+  timeout 150 "$work/gpu_tests" --gtest_brief=1 >"$out/tests.txt" 2>&1
   echo "exit $?" >>"$out/tests.txt"
   grep -E "PASSED|FAILED|SKIPPED|exit" "$out/tests.txt" | head -30 | tee -a "$out/summary.txt"
 fi
@@ -103,7 +104,12 @@ fi
 if [[ " $steps " == *" bench "* && -x $work/bench_image_pipeline ]]; then
   log "bench/image_pipeline.sh"
   THREADS=${THREADS:-2 4 8} SETS=${SETS:-fm256} REPS=${REPS:-1} SECS=${SECS:-2} TP_PYTHON=python3 TP_IMAGE_BENCH_DATA=$work/bench \
-    timeout 200 bash "$root/bench/image_pipeline.sh" "$work/bench_image_pipeline" >"$out/bench.txt" 2>&1
-  tail -8 "$out/bench.txt" | tee -a "$out/summary.txt"
+    timeout "${BENCH_TIMEOUT:-200}" bash "$root/bench/image_pipeline.sh" "$work/bench_image_pipeline" >"$out/bench.txt" 2>&1
+  tail -12 "$out/bench.txt" | tee -a "$out/summary.txt"
+  log "in one thread, files in memory (bench_image_pipeline overhead): us per image"
+  for name in ${SETS:-fm256}; do
+    size=$([ "$name" = fm28 ] && echo 28 || echo 224)
+    echo "$name $(timeout 30 "$work/bench_image_pipeline" overhead "$work/bench/$name/train" 1 3 "$size")" | tee -a "$out/summary.txt"
+  done
 fi
 log "done"
