@@ -405,6 +405,32 @@ TEST(DecodeImages, CollatingAdjacentTensorsOfABatchBufferCopiesNothing) {
   EXPECT_EQ(pool->take({24}, torch::kFloat).data_ptr(), held);
 }
 
+// The pool keeps as many free buffers as were in use at once: at a pass's end every batch and
+// its labels come back before the next pass takes one, and none may go back to the kernel (to be
+// faulted in again, page by page). Sizes no longer asked for go first when it is full.
+TEST(DecodeImages, BatchBuffersOutliveAPassEndAndUnusedSizesAgeOut) {
+  const auto pool = std::make_shared<tp::data::detail::buffer_pool>();
+  std::vector<torch::Tensor> batches;
+  for (int i = 0; i < 12; ++i) batches.push_back(pool->take({4, 3, 8, 8}, torch::kFloat)), batches.push_back(pool->take({4}, torch::kLong));
+  std::set<const void*> memory;
+  for (const auto& b : batches) memory.insert(b.data_ptr());
+  batches.clear();
+  EXPECT_EQ(pool->free_buffers(), 24u);
+  for (int i = 0; i < 12; ++i) batches.push_back(pool->take({4, 3, 8, 8}, torch::kFloat)), batches.push_back(pool->take({4}, torch::kLong));
+  for (const auto& b : batches) EXPECT_TRUE(memory.contains(b.data_ptr())) << "a buffer was made anew";
+  EXPECT_EQ(pool->free_buffers(), 0u);
+  batches.clear();
+  // Another size: the pool holds at most 24 free, and the new ones push out the longest free.
+  for (int i = 0; i < 24; ++i) batches.push_back(pool->take({2, 5}, torch::kFloat));
+  std::set<const void*> resized;
+  for (const auto& b : batches) resized.insert(b.data_ptr());
+  batches.clear();
+  EXPECT_EQ(pool->free_buffers(), 24u);
+  for (int i = 0; i < 24; ++i) batches.push_back(pool->take({2, 5}, torch::kFloat));
+  for (const auto& b : batches) EXPECT_TRUE(resized.contains(b.data_ptr())) << "a buffer was made anew";
+  EXPECT_EQ(pool->free_buffers(), 0u);  // the first size's buffers were the ones given back
+}
+
 // batch(n) right after decode_images: each batch's images are decoded into one buffer. Batches
 // kept hold what the transforms made of their files while later ones are made, share no memory
 // with one another, and the last, shorter batch of a pass is right too.
