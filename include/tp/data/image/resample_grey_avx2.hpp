@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <tp/data/image/filter_taps.hpp>
-#include <tp/data/image/resample_rgb8_avx2.hpp>
+#include <tp/data/image/use_avx2.hpp>
 
 namespace tp::data::detail {
 

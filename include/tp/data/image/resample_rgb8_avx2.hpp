@@ -11,14 +11,9 @@
 #include <vector>
 
 #include <tp/data/image/filter_taps.hpp>
+#include <tp/data/image/use_avx2.hpp>
 
 namespace tp::data::detail {
-
-// Whether the AVX2 loops run: the CPU has AVX2 (a test turns them off to compare with SSE2's).
-inline bool& use_avx2() {
-  static bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
 
 // Pixels m and m + 4 of a group of 8, in the two halves: [R G B 0 | R G B 0] in Q21 (+ rounding).
 __attribute__((target("avx2"))) inline __m256i rgb8_taps_avx2(const std::uint8_t* a, const std::uint8_t* b, const std::int16_t* w,
