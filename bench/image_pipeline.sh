@@ -27,7 +27,7 @@ sets=${SETS:-fm28 fm256}
 
 [ -x "$bin" ] || { echo "image_pipeline.sh: no benchmark program at $bin (build the target bench_image_pipeline)" >&2; exit 2; }
 # Each set: its files' size, the crop's size and the number of training files. A pass of fm256's
-# 10,000 files is 156 batches; fm256_2k's 2,000 (this script's fm256 before 2026-11-28) are 31, so
+# 10,000 files is 156 batches; fm256_2k's 2,000 (this script's fm256 until 2026-11-27) are 31, so
 # with 8 threads a pass ends every 4 batches per thread, and the time the workers wait at a pass's
 # end (the last batches finish one by one) shows in its figures.
 set_args() {

@@ -33,7 +33,7 @@ cuda_dir=/usr/local/cuda  # CUDA's toolkit; else the pip packages' headers and r
 [ -e "$cuda_dir/lib64" ] || ln -sfn lib "$cuda_dir/lib64" 2>/dev/null
 ls "$cuda_dir"/lib64/libcudart.so* >/dev/null 2>&1 || { ls "$cuda_dir"/lib64/libcudart.so.* && ln -sf "$(ls "$cuda_dir"/lib64/libcudart.so.* | head -1)" "$cuda_dir/lib64/libcudart.so"; }
 echo "CUDA from $cuda_dir" >>"$out/summary.txt"
-{ nvidia-smi -L; g++ --version | head -1; python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'; nproc; } \
+{ nvidia-smi -L; lscpu | grep "Model name"; grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort -u | tr "\n" " "; echo; g++ --version | head -1; python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'; nproc; } \
   2>&1 | tee -a "$out/summary.txt"
 
 # tp's sources need C++20; pip's LibTorch is built with the new C++ ABI. The system's libstdc++
