@@ -2,7 +2,7 @@
 # image_pipeline.sh [BENCH_BINARY]: images per second for decode + augment + collate (batches of
 # 64) on Fashion-MNIST JPEGs at 28 x 28 (RandomResizedCrop(28)) and at 256 x 256 RGB
 # (RandomResizedCrop(224)), 10,000 files each, with 1 and 2 threads (THREADS="1 2 4 8" for others;
-# SETS="fm256" for one image size, "fm256_2k" for 2,000 files of 256 x 256), for
+# SETS="fm256" for one image size; fm256_2k and fm512 below), for
 #   decode  libjpeg-turbo alone on the same files (read + full decode to RGB): the limit
 #   tp      image_folder | shuffle | decode_images(transforms, THREADS) | batch(64)
 #   tp_uint8  the same without normalize: uint8 batches, normalization left to the device (as
@@ -29,18 +29,22 @@ sets=${SETS:-fm28 fm256}
 # Each set: its files' size, the crop's size and the number of training files. A pass of fm256's
 # 10,000 files is 156 batches; fm256_2k's 2,000 (this script's fm256 until 2026-11-27) are 31, so
 # with 8 threads a pass ends every 4 batches per thread, and the time the workers wait at a pass's
-# end (the last batches finish one by one) shows in its figures.
+# end (the last batches finish one by one) shows in its figures. fm512: 2,000 files of 512 x 512.
 set_args() {
   case $1 in
     fm28) echo "28 28 10000" ;;
     fm256) echo "256 224 10000" ;;
     fm256_2k) echo "256 224 2000" ;;
-    *) echo "image_pipeline.sh: unknown set $1 (fm28, fm256 or fm256_2k)" >&2; exit 2 ;;
+    fm512) echo "512 224 2000" ;;
+    *) return 1 ;;
   esac
 }
+for name in $sets; do  # every name checked before any data is touched
+  set_args "$name" >/dev/null || { echo "image_pipeline.sh: unknown set '$name' (fm28, fm256, fm256_2k or fm512)" >&2; exit 2; }
+done
 for name in $sets; do
   read -r side size count <<<"$(set_args "$name")"
-  [ "$(find "$data/$name/train" -type f 2>/dev/null | wc -l)" = "$count" ] && continue
+  [ "$(find "$data/$name/train" -type f 2>/dev/null | wc -l)" -eq "$count" ] && continue
   rm -rf "${data:?}/$name"
   shape=(--mode L)  # Fashion-MNIST's own 28 x 28 grey, or enlarged to RGB
   [ "$side" = 28 ] || shape=(--size "$side" --mode RGB)

@@ -421,12 +421,12 @@ TEST(DecodeImages, BatchBuffersOutliveAPassEndAndUnusedSizesAgeOut) {
   EXPECT_EQ(pool->free_buffers(), 0u);
   batches.clear();
   // Another size: the pool holds at most 24 free, and the new ones push out the longest free.
-  for (int i = 0; i < 24; ++i) batches.push_back(pool->take({2, 5}, torch::kFloat));
+  for (int i = 0; i < 24; ++i) batches.push_back(pool->take({2, 50}, torch::kFloat));
   std::set<const void*> resized;
   for (const auto& b : batches) resized.insert(b.data_ptr());
   batches.clear();
   EXPECT_EQ(pool->free_buffers(), 24u);
-  for (int i = 0; i < 24; ++i) batches.push_back(pool->take({2, 5}, torch::kFloat));
+  for (int i = 0; i < 24; ++i) batches.push_back(pool->take({2, 50}, torch::kFloat));
   for (const auto& b : batches) EXPECT_TRUE(resized.contains(b.data_ptr())) << "a buffer was made anew";
   EXPECT_EQ(pool->free_buffers(), 0u);  // the first size's buffers were the ones given back
 }

@@ -107,6 +107,9 @@ class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
     std::optional<buffer> found;
     {
       std::lock_guard lock(mutex_);
+      // Room for every buffer in use to come back: give_back runs in a tensor's deleter, where
+      // an allocation that throws would end the program.
+      free_.reserve(std::max(most_in_use_, in_use_ + 1) + 1);
       most_in_use_ = std::max(most_in_use_, ++in_use_);
       for (auto it = free_.rbegin(); it != free_.rend(); ++it)  // the last freed first: still in the caches
         if (it->bytes == bytes) {
@@ -115,13 +118,22 @@ class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
           break;
         }
     }
-    if (!found) found = allocate(bytes);
-    auto* owner = new pooled(shared_from_this(), std::move(*found));
-    c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
-                         c10::DataPtr(owner->memory.data, owner, &free_batch_memory, c10::Device(c10::kCPU)), nullptr, false);
+    pooled* owner = nullptr;
+    try {
+      if (!found) found = allocate(bytes);
+      owner = new pooled(shared_from_this(), std::move(*found));
+    } catch (...) {  // out of memory: the count and the buffer as they were
+      if (found) release(*found);
+      std::lock_guard lock(mutex_);
+      --in_use_;
+      throw;
+    }
+    c10::DataPtr memory(owner->memory.data, owner, &free_batch_memory, c10::Device(c10::kCPU));  // owns owner from here
+    c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(memory), nullptr, false);
     return torch::empty({0}, torch::TensorOptions(type)).set_(storage, 0, sizes);
   }
-  // Buffers held for the next take.
+  // Buffers held for the next take. They are never more than were in use at once, and stay
+  // until the pool goes (with the dataflow that made it), as a caching allocator's do.
   std::size_t free_buffers() {
     std::lock_guard lock(mutex_);
     return free_.size();
