@@ -9,7 +9,8 @@
 #           FFCV and DALI do it; a quarter of the bytes to write and to copy to a GPU)
 #   peer    torchvision's ImageFolder + DataLoader(num_workers=THREADS), same transforms as tp
 # interleaved (every configuration once per round, REPS rounds), each run SECS seconds after
-# its first batch; it prints the medians and the ratios tp / decode and tp / peer.
+# its first batch; it prints the medians and the ratios tp / decode and tp / peer, then each
+# set's in-thread measure (microseconds per image, bench_image_pipeline overhead).
 #
 # The data is written once by scripts/write_image_folder.py under $TP_IMAGE_BENCH_DATA
 # (default /tmp/tp_image_bench). Each run holds /tmp/tp_build.lock, so that no compile of the
@@ -82,3 +83,11 @@ for (name, threads), by in sorted(runs.items()):
     print(f"{name:8} {threads:7d} {m['decode']:10.0f} {m['tp']:10.0f} {m['tp_uint8']:10.0f} {m['peer']:14.0f} {m['tp'] / m['decode']:10.2f} "
           f"{m['tp_uint8'] / m['decode']:13.2f} {m['tp'] / m['peer']:15.2f}")
 PY
+
+# Then, per set, the same work in this one thread on 256 files held in memory (bench_image_pipeline
+# overhead): microseconds per image for tp (float, uint8) and the decode, without threads, queues
+# or file reads, the least noisy of the measures.
+for name in $sets; do
+  read -r _ size _ <<<"$(set_args "$name")"
+  echo "$name in one thread: $(flock /tmp/tp_build.lock "$bin" overhead "$data/$name/train" 1 3 "$size")"
+done
