@@ -249,8 +249,9 @@ TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
 }
 
 // The fixed-point path for 8-bit RGB (resample_rgb8.hpp) against the float one on the same
-// pixels: within one step, rarely off; its SSE2 and AVX2 loops bitwise equal (a resumed run on
-// another machine makes the same images); float outputs its uint8 result, scaled. Noise is the
+// pixels: within one step, rarely off; its SSE2 and AVX2 loops bitwise equal, bytes and floats,
+// streamed or not (a resumed run on another machine makes the same images); float outputs its
+// uint8 result, scaled. Noise is the
 // hardest case for rounding. Boxes: enlarging (AVX2's byte-shuffle windows), shrinking by little
 // and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity,
 // widths a multiple of 32 (uint8 rows then go straight to the output), and outputs over 64
@@ -272,25 +273,31 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   const std::vector<box> boxes = {{3, 5, 40, 30, 56, 72, false}, {10.5, 2.25, 33.5, 40.75, 50, 37, true}, {0, 0, 83, 61, 40, 70, false},
                                   {1, 2, 80, 55, 9, 13, true},   {0, 0, 83, 61, 61, 83, false},        {20, 20, 5, 4, 33, 47, true},
                                   {0, 0, 83, 61, 1, 1, false},   {2, 3, 50, 40, 45, 64, true},         {0, 0, 83, 61, 20, 32, false},
-                                  {5, 7, 40, 30, 96, 128, true}};
+                                  {5, 7, 40, 30, 96, 128, true}, {2, 1, 70, 50, 120, 224, false}, {9, 4, 30, 50, 110, 100, true}};
 #if defined(__SSE2__)
   bool& avx2 = d::use_avx2();
   const bool has_avx2 = avx2;
 #endif
   for (const auto& b : boxes) {
     std::vector<std::uint8_t> fixed(3 * b.oh * b.ow), reference(fixed.size()), sse2(fixed.size());
-    std::vector<float> fixed_float(fixed.size());
+    // Floats in 64-byte aligned memory, as a batch buffer's: images of 32k values and more are
+    // streamed there (SSE2's 16 bytes, AVX2's 32), rows of 100 floats every other row.
+    const auto fixed_floats = torch::empty({std::int64_t(fixed.size())}), sse2_floats = torch::empty_like(fixed_floats);
+    float* fixed_float = fixed_floats.data_ptr<float>();
     d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed.data());
-    d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed_float.data());
+    d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed_float);
     d::resample(floats, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, reference.data());
 #if defined(__SSE2__)
     avx2 = false;
     d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, sse2.data());
+    d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, sse2_floats.data_ptr<float>());
     avx2 = has_avx2;
 #else
     sse2 = fixed;
+    sse2_floats.copy_(fixed_floats);
 #endif
     EXPECT_EQ(fixed, sse2) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
+    EXPECT_TRUE(torch::equal(fixed_floats, sse2_floats)) << "box " << b.x << ", " << b.y << " to " << b.oh << " x " << b.ow;
     int worst = 0;
     std::size_t off = 0;
     float float_error = 0;

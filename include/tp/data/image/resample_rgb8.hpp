@@ -129,15 +129,15 @@ inline void bytes_to_floats(const std::uint8_t* p, float a, float b, float* o) {
   }
 }
 
-// Float images of 128 KiB and more are written with streaming stores where a row starts 16-byte
-// aligned (every row of a 224-pixel-wide image in a batch buffer): this thread never reads them
-// again (the batch goes to the step's thread or to a GPU), and a plain store first reads each
-// cache line it writes, which for a 3 x 224 x 224 float image (600 KB) is as much memory traffic
-// again. A small image's batch stays in the shared cache until the step reads it, and streaming
+// Float images of 128 KiB and more are written with streaming stores where a row starts aligned
+// for them (16 bytes, 32 for AVX2's: every row of a 224-pixel-wide image in a batch buffer): this
+// thread never reads them again (the batch goes to the step's thread or to a GPU), and a plain
+// store first reads each cache line it writes, which for a 3 x 224 x 224 float image (600 KB) is
+// as much memory traffic again. A small image's batch stays in the shared cache until the step reads it, and streaming
 // its short rows cost more than it saved (a 28 x 28 transform: 9.2 to 9.0 us without). The
 // writer ends with a store fence (flush_streamed_floats) before the image is handed over.
-inline bool streams_floats(const float* o, std::int64_t image_values) {
-  return image_values >= (std::int64_t(1) << 15) && reinterpret_cast<std::uintptr_t>(o) % 16 == 0;
+inline bool streams_floats(const float* o, std::int64_t image_values, std::uintptr_t alignment = 16) {
+  return image_values >= (std::int64_t(1) << 15) && reinterpret_cast<std::uintptr_t>(o) % alignment == 0;
 }
 inline void flush_streamed_floats() { _mm_sfence(); }
 
@@ -191,7 +191,9 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       }
       std::int16_t* row = ring.data() + (r % taps_y) * row_n;
       if (enlarging) horizontal_rgb8_windows(s, windows, out_w, row, stride);
-      else if (avx2) horizontal_rgb8_avx2(s, offsets.data(), wx.data(), pairs_x, out_w, row, stride);
+      else if (avx2 && pairs_x == 1) horizontal_rgb8_avx2<1>(s, offsets.data(), wx.data(), 1, out_w, row, stride);
+      else if (avx2 && pairs_x == 2) horizontal_rgb8_avx2<2>(s, offsets.data(), wx.data(), 2, out_w, row, stride);
+      else if (avx2) horizontal_rgb8_avx2<0>(s, offsets.data(), wx.data(), pairs_x, out_w, row, stride);
       else if (pairs_x == 1) horizontal_rgb8<1>(s, offsets.data(), wx.data(), 1, out_w, row, stride);
       else if (pairs_x == 2) horizontal_rgb8<2>(s, offsets.data(), wx.data(), 2, out_w, row, stride);
       else horizontal_rgb8<0>(s, offsets.data(), wx.data(), pairs_x, out_w, row, stride);
@@ -228,7 +230,8 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       } else {
         const float a = scale[c], b = offset[c];
         std::int64_t x = 0;
-        if (streams_floats(o, 3 * out_h * out_w))
+        if (avx2) x = bytes_to_floats_avx2(p, out_w, a, b, o, streams_floats(o, 3 * out_h * out_w, 32));
+        else if (streams_floats(o, 3 * out_h * out_w))
           for (; x + 16 <= out_w; x += 16) bytes_to_floats<true>(p + x, a, b, o + x);
         for (; x + 16 <= out_w; x += 16) bytes_to_floats(p + x, a, b, o + x);
         for (; x < out_w; ++x) o[x] = float(p[x]) * a + b;

@@ -16,11 +16,14 @@
 namespace tp::data::detail {
 
 // Pixels m and m + 4 of a group of 8, in the two halves: [R G B 0 | R G B 0] in Q21 (+ rounding).
+// Pairs: the number of tap pairs when known at compile time (the loop unrolled), 0 for `pairs`.
+template <int Pairs>
 __attribute__((target("avx2"))) inline __m256i rgb8_taps_avx2(const std::uint8_t* a, const std::uint8_t* b, const std::int16_t* w,
                                                               std::int64_t pairs) {
   const __m256i zero = _mm256_setzero_si256();
   __m256i sum = _mm256_set1_epi32(1 << 6);
-  for (std::int64_t j = 0; j < pairs; ++j) {
+  const std::int64_t n = Pairs > 0 ? Pairs : pairs;
+  for (std::int64_t j = 0; j < n; ++j) {
     const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + 6 * j))),
                                               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 6 * j)), 1);
     const __m256i pair = _mm256_unpacklo_epi8(_mm256_unpacklo_epi8(v, _mm256_srli_si256(v, 3)), zero);
@@ -29,17 +32,18 @@ __attribute__((target("avx2"))) inline __m256i rgb8_taps_avx2(const std::uint8_t
   return sum;
 }
 
-// horizontal_rgb8 (weights at weight_slot, 8 pixels a step).
+// horizontal_rgb8 (weights at weight_slot, 8 pixels a step); Pairs as rgb8_taps_avx2's.
+template <int Pairs>
 __attribute__((target("avx2"))) inline void horizontal_rgb8_avx2(const std::uint8_t* s, const std::int32_t* offset, const std::int16_t* w,
                                                                  std::int64_t pairs, std::int64_t out_w, std::int16_t* row,
                                                                  std::int64_t stride) {
   for (std::int64_t x = 0; x < out_w; x += 8) {
     const std::int16_t* wg = w + 8 * x * pairs;
     // (No lambda here: it would not inherit the target attribute.)
-    const __m256i p0 = rgb8_taps_avx2(s + offset[x], s + offset[x + 4], wg, pairs);
-    const __m256i p1 = rgb8_taps_avx2(s + offset[x + 1], s + offset[x + 5], wg + 16, pairs);
-    const __m256i p2 = rgb8_taps_avx2(s + offset[x + 2], s + offset[x + 6], wg + 32, pairs);
-    const __m256i p3 = rgb8_taps_avx2(s + offset[x + 3], s + offset[x + 7], wg + 48, pairs);
+    const __m256i p0 = rgb8_taps_avx2<Pairs>(s + offset[x], s + offset[x + 4], wg, pairs);
+    const __m256i p1 = rgb8_taps_avx2<Pairs>(s + offset[x + 1], s + offset[x + 5], wg + 16, pairs);
+    const __m256i p2 = rgb8_taps_avx2<Pairs>(s + offset[x + 2], s + offset[x + 6], wg + 32, pairs);
+    const __m256i p3 = rgb8_taps_avx2<Pairs>(s + offset[x + 3], s + offset[x + 7], wg + 48, pairs);
     const __m256i rg01 = _mm256_unpacklo_epi32(p0, p1), rg23 = _mm256_unpacklo_epi32(p2, p3);  // to planes, pixels 0-3 | 4-7
     const __m256i b01 = _mm256_unpackhi_epi32(p0, p1), b23 = _mm256_unpackhi_epi32(p2, p3);
     const __m256i r = _mm256_srai_epi32(_mm256_unpacklo_epi64(rg01, rg23), 7), g = _mm256_srai_epi32(_mm256_unpackhi_epi64(rg01, rg23), 7);
@@ -76,6 +80,22 @@ __attribute__((target("avx2"))) inline void vertical_rgb8_row_avx2(const std::in
     const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2<Pairs>(in, w, pairs, i), vertical_rgb8_avx2<Pairs>(in, w, pairs, i + 16));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
   }
+}
+
+// Bytes [0, n - n % 8) of p to a * byte + b at o, 8 a step (the SSE2 loop's 16 take twice the
+// instructions); streamed (o 32-byte aligned: see streams_floats) or stored. The same
+// multiply, then add, as bytes_to_floats and the scalar tail: the same floats. Returns how many.
+__attribute__((target("avx2"))) inline std::int64_t bytes_to_floats_avx2(const std::uint8_t* p, std::int64_t n, float a, float b, float* o,
+                                                                         bool stream) {
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  const std::int64_t end = n - n % 8;
+  for (std::int64_t i = 0; i < end; i += 8) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+    const __m256 f = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), va), vb);
+    if (stream) _mm256_stream_ps(o + i, f);
+    else _mm256_storeu_ps(o + i, f);
+  }
+  return end;
 }
 
 // Enlarging (at most two taps per output pixel, and every 4 neighbouring outputs within 5 source
