@@ -9,8 +9,9 @@
 #           FFCV and DALI do it; a quarter of the bytes to write and to copy to a GPU)
 #   peer    torchvision's ImageFolder + DataLoader(num_workers=THREADS), same transforms as tp
 # interleaved (every configuration once per round, REPS rounds), each run SECS seconds after
-# its first batch; it prints the medians and the ratios tp / decode and tp / peer, then each
-# set's in-thread measure (microseconds per image, bench_image_pipeline overhead).
+# its first batch; it prints the medians and the ratios tp / decode and tp / peer, the same ratios
+# paired (the median of each round's own), then each set's in-thread measure (microseconds per
+# image, bench_image_pipeline overhead).
 #
 # The data is written once by scripts/write_image_folder.py under $TP_IMAGE_BENCH_DATA
 # (default /tmp/tp_image_bench). Each run holds /tmp/tp_build.lock, so that no compile of the
@@ -82,6 +83,13 @@ for (name, threads), by in sorted(runs.items()):
     m = {who: statistics.median(v) for who, v in by.items()}
     print(f"{name:8} {threads:7d} {m['decode']:10.0f} {m['tp']:10.0f} {m['tp_uint8']:10.0f} {m['peer']:14.0f} {m['tp'] / m['decode']:10.2f} "
           f"{m['tp_uint8'] / m['decode']:13.2f} {m['tp'] / m['peer']:15.2f}")
+# Paired: each round's runs of one configuration follow each other, so a round's ratios share
+# its load; their median moves less than the ratio of medians where the machine's speed drifts
+# between rounds (a shared host's neighbours).
+for (name, threads), by in sorted(runs.items()):
+    paired = lambda who: statistics.median(t / d for t, d in zip(by[who], by['decode']))
+    print(f"{name} threads={threads} paired (median of the rounds' ratios): tp/decode {paired('tp'):.2f} "
+          f"uint8/decode {paired('tp_uint8'):.2f} tp/torchvision {statistics.median(t / p for t, p in zip(by['tp'], by['peer'])):.2f}")
 PY
 
 # Then, per set, the same work in this one thread on 256 files held in memory (bench_image_pipeline
