@@ -7,8 +7,11 @@
 //   tp_uint8 the same without normalize: uint8 batches (normalization left to the device)
 //   decode   the limit: each of THREADS threads reads its share of the same files and decodes
 //            each at full size to RGB with libjpeg-turbo (jpeg_read_scanlines), nothing else
-//   inline   the same transforms and batches of 64 in this one thread, without decode_images'
-//            worker threads: what the hand-offs between threads cost, by difference
+//   inline   tp_uint8's work in this one thread: decode_images' own worker code on its chunks of
+//            whole batches, read, decoded and cropped into pooled batch buffers, without worker
+//            threads or queues (until 2026-11-27, a loop of its own that stacked a tensor per
+//            image): what the hand-offs between threads cost, by difference. Best of passes over
+//            all the files, printed as images per second
 //   overhead the transforms alone (with and without normalize) and the full decode, on 256 files
 //            held in memory, in this thread, best of passes: microseconds per image (printed as
 //            "us_per_image X uint8_us X decode_us X"); THREADS is unused
@@ -89,25 +92,20 @@ double run_tp(const std::string& root, int threads, double seconds, std::int64_t
 }
 
 double run_inline(const std::string& root, double seconds, std::int64_t size) {
-  auto files = tp::data::image_folder(root) | tp::data::shuffle(1);
-  const auto t = augment(size);
-  std::int64_t images = 0;
-  std::optional<clock_type::time_point> start;
-  std::vector<torch::Tensor> batch;
-  for (std::uint64_t pass = 0;; ++pass)
-    for (const auto& f : files) {
-      const auto bytes = tp::data::read_file(f.path);
-      batch.push_back(t(bytes, f.path, tp::data::example_seed(7, pass, std::uint64_t(f.id))));
-      if (batch.size() < 64) continue;
-      const auto stacked = torch::stack(batch);
-      batch.clear();
-      if (!start) {
-        start = clock_type::now();
-        continue;
-      }
-      images += stacked.size(0);
-      if (seconds_since(*start) >= seconds) return double(images) / seconds_since(*start);
-    }
+  using files = decltype(tp::data::image_folder(root) | tp::data::shuffle(1));
+  tp::data::detail::seeded_chunks<files> chunks(tp::data::image_folder(root) | tp::data::shuffle(1), 7);
+  chunks.set_slab_size(64);  // as batch(64) sets it: chunks of whole batches, into pooled buffers
+  tp::data::detail::decode_worker<tp::data::transforms> worker{augment(size, false)};
+  double best = 0;
+  const auto start = clock_type::now();
+  for (std::uint64_t pass = 0; pass < 2 || seconds_since(start) < seconds; ++pass) {
+    chunks.set_pass(pass);
+    std::int64_t images = 0;
+    const auto t0 = clock_type::now();
+    for (auto it = chunks.begin(); !(it == ranges::default_sentinel); ++it) images += std::int64_t(worker(*it).size());
+    best = std::max(best, double(images) / seconds_since(t0));
+  }
+  return best;
 }
 
 double run_decode(const std::string& root, int threads, double seconds) {
