@@ -11,7 +11,8 @@
 //            whole batches, read, decoded and cropped into pooled batch buffers, without worker
 //            threads or queues (until 2026-11-27, a loop of its own that stacked a tensor per
 //            image): what the hand-offs between threads cost, by difference. Best of passes over
-//            all the files, printed as images per second
+//            all the files, printed as images per second (a best, where tp_uint8's is a mean over
+//            SECONDS: on a noisy machine it favours inline a little)
 //   overhead the transforms alone (with and without normalize) and the full decode, on 256 files
 //            held in memory, in this thread, best of passes: microseconds per image (printed as
 //            "us_per_image X uint8_us X decode_us X"); THREADS is unused
@@ -19,8 +20,9 @@
 // No mallopt: decode_images' batches come from a pool of reused buffers, so a 38 MiB batch of
 // 64 float 224 x 224 x 3 images does not page-fault anew each time (as malloc'd ones did).
 //
-// The clock starts after the first batch (or the first 64 images), so thread start-up and the
-// first reads of cold files are not counted; the run stops at the first batch after SECONDS.
+// tp, tp_uint8 and decode: the clock starts after the first batch (or the first 64 images), so
+// thread start-up and the first reads of cold files are not counted; the run stops at the first
+// batch after SECONDS. inline and overhead take the best of whole passes (at least 2 and 3).
 // jpeglib.h needs FILE and size_t declared first.
 #include <cstddef>
 #include <cstdio>
@@ -102,7 +104,11 @@ double run_inline(const std::string& root, double seconds, std::int64_t size) {
     chunks.set_pass(pass);
     std::int64_t images = 0;
     const auto t0 = clock_type::now();
-    for (auto it = chunks.begin(); !(it == ranges::default_sentinel); ++it) images += std::int64_t(worker(*it).size());
+    for (auto it = chunks.begin(); !(it == ranges::default_sentinel); ++it)
+      for (const auto& r : worker(*it)) {
+        if (r.error) std::rethrow_exception(r.error);  // as the pipeline would: a bad file ends the run
+        images += r.decoded();
+      }
     best = std::max(best, double(images) / seconds_since(t0));
   }
   return best;

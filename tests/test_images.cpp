@@ -251,11 +251,11 @@ TEST(ImageTransforms, CropsOfAJpegDecodeOnlyTheirPartWithTheSameResult) {
 // The fixed-point path for 8-bit RGB (resample_rgb8.hpp) against the float one on the same
 // pixels: within one step, rarely off; its SSE2 and AVX2 loops bitwise equal, bytes and floats,
 // streamed or not (a resumed run on another machine makes the same images); float outputs its
-// uint8 result, scaled. Noise is the
-// hardest case for rounding. Boxes: enlarging (AVX2's byte-shuffle windows), shrinking by little
-// and by much (many taps), flipped, fractional, widths not a multiple of 8 or 16, the identity,
-// widths a multiple of 32 (uint8 rows then go straight to the output), and outputs over 64
-// pixels (whose shrunk axes' taps are computed anew, not kept).
+// uint8 result, scaled. Noise is the hardest case for rounding. Boxes: enlarging (AVX2's
+// byte-shuffle windows), shrinking by little and by much (many taps), flipped, fractional, widths
+// not a multiple of 8 or 16, the identity, widths a multiple of 32 (uint8 rows then go straight
+// to the output), outputs over 64 pixels (whose shrunk axes' taps are computed anew, not kept),
+// and float images large enough to be streamed (32k values: 96 x 128, 120 x 224, 110 x 100).
 TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   namespace d = tp::data::detail;
   torch::manual_seed(3);
@@ -264,7 +264,10 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   const auto as_float = noise.to(torch::kFloat).contiguous();
   const d::pixels<std::uint8_t> bytes{noise.data_ptr<std::uint8_t>(), h, w, 3, w * 3, 3, 1};
   const d::pixels<float> floats{as_float.data_ptr<float>(), h, w, 3, w * 3, 3, 1};
-  const float scale[3] = {0.5f, 2.0f, -1.0f}, offset[3] = {1.0f, 0.0f, 3.0f};
+  // normalize's own constants (ToTensor, then ImageNet's mean and std): products that round, so
+  // that a fused multiply-add in one loop and not in another would show.
+  const float scale[3] = {float(1 / 255.0 / 0.229), float(1 / 255.0 / 0.224), float(1 / 255.0 / 0.225)};
+  const float offset[3] = {float(-0.485 / 0.229), float(-0.456 / 0.224), float(-0.406 / 0.225)};
   struct box {
     double x, y, bw, bh;
     std::int64_t oh, ow;
@@ -281,9 +284,12 @@ TEST(ImageTransforms, FixedPointRgbIsWithinAStepOfFloatOnEveryPath) {
   for (const auto& b : boxes) {
     std::vector<std::uint8_t> fixed(3 * b.oh * b.ow), reference(fixed.size()), sse2(fixed.size());
     // Floats in 64-byte aligned memory, as a batch buffer's: images of 32k values and more are
-    // streamed there (SSE2's 16 bytes, AVX2's 32), rows of 100 floats every other row.
+    // streamed there (SSE2's 16 bytes, AVX2's 32); rows of 100 floats are 32-byte aligned every
+    // other row, so AVX2 streams one and stores the next.
     const auto fixed_floats = torch::empty({std::int64_t(fixed.size())}), sse2_floats = torch::empty_like(fixed_floats);
     float* fixed_float = fixed_floats.data_ptr<float>();
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(fixed_float) % 64, 0u);  // else the large images would not stream
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(sse2_floats.data_ptr<float>()) % 64, 0u);
     d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed.data());
     d::resample(bytes, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, fixed_float);
     d::resample(floats, b.x, b.y, b.bw, b.bh, b.oh, b.ow, b.flip, scale, offset, 3, reference.data());

@@ -63,13 +63,20 @@ __attribute__((target("avx2"))) inline __m256 grey8_floats(const std::uint8_t* p
 }
 __attribute__((target("avx2"))) inline void horizontal_grey8_windows(const std::uint8_t* s, const grey_windows& plan, float* out) {
   const __m256 zero = _mm256_setzero_ps();
-  for (std::size_t g = 0; g < plan.start.size(); ++g) {
-    const std::uint8_t* window = s + plan.base[g];
-    const __m256i index = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&plan.index[g * 8]));
-    const __m256 p0 = _mm256_permutevar8x32_ps(grey8_floats(window), index);
-    const __m256 p1 = _mm256_permutevar8x32_ps(grey8_floats(window + 1), index);
-    const __m256 first = _mm256_add_ps(zero, _mm256_mul_ps(_mm256_loadu_ps(&plan.w0[g * 8]), p0));
-    _mm256_storeu_ps(out + plan.start[g], _mm256_add_ps(first, _mm256_mul_ps(_mm256_loadu_ps(&plan.w1[g * 8]), p1)));
+  // The plan's arrays as locals: a vector store may alias anything, so the compiler would
+  // otherwise load the vectors' pointers (and the size) again every step.
+  const auto* start = plan.start.data();
+  const auto* base = plan.base.data();
+  const auto* index = plan.index.data();
+  const float *w0 = plan.w0.data(), *w1 = plan.w1.data();
+  const std::size_t groups = plan.start.size();
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::uint8_t* window = s + base[g];
+    const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index + g * 8));
+    const __m256 p0 = _mm256_permutevar8x32_ps(grey8_floats(window), at);
+    const __m256 p1 = _mm256_permutevar8x32_ps(grey8_floats(window + 1), at);
+    const __m256 first = _mm256_add_ps(zero, _mm256_mul_ps(_mm256_loadu_ps(w0 + g * 8), p0));
+    _mm256_storeu_ps(out + start[g], _mm256_add_ps(first, _mm256_mul_ps(_mm256_loadu_ps(w1 + g * 8), p1)));
   }
 }
 

@@ -234,7 +234,13 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
         else if (streams_floats(o, 3 * out_h * out_w))
           for (; x + 16 <= out_w; x += 16) bytes_to_floats<true>(p + x, a, b, o + x);
         for (; x + 16 <= out_w; x += 16) bytes_to_floats(p + x, a, b, o + x);
-        for (; x < out_w; ++x) o[x] = float(p[x]) * a + b;
+        // The tail in two statements: clang's default contraction fuses `v * a + b` written as one
+        // (into an FMA with -march=haswell, say) but not the vector loops' separate multiply and
+        // add, and the columns the tail takes differ between the SSE2 and AVX2 loops.
+        for (; x < out_w; ++x) {
+          const float scaled = float(p[x]) * a;
+          o[x] = scaled + b;
+        }
       }
     }
   }

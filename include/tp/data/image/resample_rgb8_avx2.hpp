@@ -80,10 +80,37 @@ __attribute__((target("avx2"))) inline __m256i vertical_rgb8_avx2(const std::int
   return _mm256_packs_epi32(_mm256_srai_epi32(lo, 21), _mm256_srai_epi32(hi, 21));
 }
 
+// vertical_rgb8_avx2 for a known number of pairs, from rows and weights held in registers.
+template <int Pairs>
+__attribute__((target("avx2"))) inline __m256i vertical_rgb8_held(const std::int16_t* const (&rows)[2 * Pairs], const __m256i (&w)[Pairs],
+                                                                  std::int64_t i) {
+  __m256i lo = _mm256_set1_epi32(1 << 20), hi = lo;
+  for (int j = 0; j < Pairs; ++j) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * j] + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * j + 1] + i));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w[j]));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w[j]));
+  }
+  return _mm256_packs_epi32(_mm256_srai_epi32(lo, 21), _mm256_srai_epi32(hi, 21));
+}
+
 // vertical_rgb8_row, 32 values a step (n is a multiple of 32); Pairs as there (0: any).
 template <int Pairs>
 __attribute__((target("avx2"))) inline void vertical_rgb8_row_avx2(const std::int16_t* const* in, const std::int16_t* w, std::int64_t pairs,
                                                                    std::int64_t n, std::uint8_t* out) {
+  if constexpr (Pairs > 0) {
+    // The rows and weights in registers: `out` is bytes, which may alias anything, so after
+    // each store the compiler would load them again.
+    const std::int16_t* rows[2 * Pairs];
+    __m256i weights[Pairs];
+    for (int k = 0; k < 2 * Pairs; ++k) rows[k] = in[k];
+    for (int j = 0; j < Pairs; ++j) weights[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8 * j)));
+    for (std::int64_t i = 0; i < n; i += 32) {
+      const __m256i v = _mm256_packus_epi16(vertical_rgb8_held<Pairs>(rows, weights, i), vertical_rgb8_held<Pairs>(rows, weights, i + 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
+    }
+    return;
+  }
   for (std::int64_t i = 0; i < n; i += 32) {
     const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2<Pairs>(in, w, pairs, i), vertical_rgb8_avx2<Pairs>(in, w, pairs, i + 16));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
@@ -143,11 +170,16 @@ inline bool plan_rgb8_windows(const filter_taps& tx, const std::vector<std::int1
 __attribute__((target("avx2"))) inline void horizontal_rgb8_windows(const std::uint8_t* s, const rgb8_windows& plan, std::int64_t out_w,
                                                                     std::int16_t* row, std::int64_t stride) {
   const __m256i round = _mm256_set1_epi32(1 << 6);
+  // The plan's arrays as locals: the stores below may alias anything, so the compiler would
+  // otherwise load the vectors' pointers again every step.
+  const std::int32_t* base = plan.base.data();
+  const std::int16_t* weights = plan.weights.data();
+  const std::uint8_t* masks = plan.masks.data();
   for (std::int64_t x = 0, g = 0; x < out_w; x += 8, g += 2) {
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + plan.base[g]))),
-                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + plan.base[g + 1])), 1);
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&plan.weights[g * 8]));
-    const std::uint8_t* mask = &plan.masks[g * 48];
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + base[g]))),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + base[g + 1])), 1);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + g * 8));
+    const std::uint8_t* mask = masks + g * 48;
     __m256i c[3];
     for (int k = 0; k < 3; ++k) {
       const __m256i taps = _mm256_shuffle_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 32 * k)));
