@@ -237,7 +237,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
         // The tail in two statements: clang's default contraction fuses `v * a + b` written as one
         // (into an FMA with -march=haswell, say) but not the vector loops' separate multiply and
         // add, and the columns the tail takes differ between the SSE2 and AVX2 loops. (GCC in GNU
-        // mode contracts across statements and intrinsics alike: every loop fused, or none.)
+        // mode contracts across statements and intrinsics alike, wherever FMA is enabled.)
         for (; x < out_w; ++x) {
           const float scaled = float(p[x]) * a;
           o[x] = scaled + b;
