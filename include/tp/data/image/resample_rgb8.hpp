@@ -133,9 +133,10 @@ inline void bytes_to_floats(const std::uint8_t* p, float a, float b, float* o) {
 // for them (16 bytes, 32 for AVX2's: every row of a 224-pixel-wide image in a batch buffer): this
 // thread never reads them again (the batch goes to the step's thread or to a GPU), and a plain
 // store first reads each cache line it writes, which for a 3 x 224 x 224 float image (600 KB) is
-// as much memory traffic again. A small image's batch stays in the shared cache until the step reads it, and streaming
-// its short rows cost more than it saved (a 28 x 28 transform: 9.2 to 9.0 us without). The
-// writer ends with a store fence (flush_streamed_floats) before the image is handed over.
+// as much memory traffic again. A small image's batch stays in the shared cache until the step
+// reads it, and streaming its short rows cost more than it saved (a 28 x 28 transform: 9.2 to
+// 9.0 us without). The writer ends with a store fence (flush_streamed_floats) before the image
+// is handed over.
 inline bool streams_floats(const float* o, std::int64_t image_values, std::uintptr_t alignment = 16) {
   return image_values >= (std::int64_t(1) << 15) && reinterpret_cast<std::uintptr_t>(o) % alignment == 0;
 }
