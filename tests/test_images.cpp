@@ -209,9 +209,16 @@ TEST(ImageDecode, BadFilesAreErrorsNamingTheFile) {
   contains(bad_file_message("x.jpg", [&] { tp::data::decode({}, "x.jpg", color::rgb); }), "empty");
 }
 
-// The region asked of a JPEG (libjpeg's crop and skip, widened to whole iMCUs) has the pixels
-// of the whole decode, in every chroma layout, progressive or not, at full and at reduced scale.
+// The region asked of a JPEG (libjpeg's crop and skip, widened by a chroma sample and to whole
+// iMCUs) has the pixels of the whole decode, in every chroma layout, progressive or not, at full
+// and at reduced scale: for every left edge over three iMCUs, with right edges at every offset
+// from an iMCU's start (the first and last pixel of a part are where the chroma upsampling would
+// repeat an edge sample).
 TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
+  std::vector<tp::data::detail::pixel_region> regions{{0, 0, 10, 10}, {37, 53, 61, 140}, {70, 3, 75, 5}, {20, 150, 150, 200}};
+  for (std::int64_t left = 0; left < 48; ++left)
+    for (std::int64_t width : {1, 2, 3, 14, 15, 16, 17, 18, 31, 33})
+      regions.push_back({(left * 7) % 140, left + 40, (left * 7) % 140 + 3, left + 40 + width});
   for (std::string name : {"p420.jpg", "p422.jpg", "p444.jpg", "pprog.jpg", "pgrey.jpg"})
     for (int num : {8, 4}) {
       const auto bytes = bytes_of(name);
@@ -219,8 +226,9 @@ TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
       std::vector<std::uint8_t> whole, part;
       const auto w = tp::data::detail::jpeg_decode(bytes, name, info, num, true, std::nullopt, whole);
       EXPECT_EQ(w.height, tp::data::detail::jpeg_scaled(150, num));
-      for (const auto& r : std::vector<tp::data::detail::pixel_region>{{0, 0, 10, 10}, {37, 53, 61, 140}, {70, 3, 75, 5}, {20, 150, 150, 200}}) {
+      for (const auto& r : regions) {
         tp::data::detail::pixel_region region{r.top * num / 8, r.left * num / 8, r.bottom * num / 8, r.right * num / 8};
+        if (region.bottom <= region.top || region.right <= region.left) continue;  // empty at half scale
         const auto p = tp::data::detail::jpeg_decode(bytes, name, info, num, true, region, part);
         ASSERT_LE(p.left, region.left);
         ASSERT_GE(p.left + p.width, std::min(region.right, w.width));
@@ -231,7 +239,8 @@ TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
         for (std::int64_t y = 0; y < p.height; ++y)
           wrong += std::memcmp(&part[std::size_t((y * p.width + region.left - p.left) * 3)],
                                &whole[std::size_t(((p.top + y) * w.width + region.left) * 3)], std::size_t((right - region.left) * 3)) != 0;
-        EXPECT_EQ(wrong, 0) << name << " at " << num << "/8, rows " << region.top << "..." << region.bottom;
+        EXPECT_EQ(wrong, 0) << name << " at " << num << "/8, rows " << region.top << "..." << region.bottom << ", columns "
+                            << region.left << "..." << region.right;
       }
     }
 }
