@@ -13,9 +13,11 @@
 //            image): what the hand-offs between threads cost, by difference. Best of passes over
 //            all the files, printed as images per second (a best, where tp_uint8's is a mean over
 //            SECONDS: on a noisy machine it favours inline a little)
+//   inline_float  the same with normalize: tp's work in this one thread
 //   overhead the transforms alone (with and without normalize) and the full decode, on 256 files
-//            held in memory, in this thread, best of passes: microseconds per image (printed as
-//            "us_per_image X uint8_us X decode_us X"); THREADS is unused
+//            held in memory (spread over the listing, so over every class: until 2026-11-27 the
+//            first 256, one class's), in this thread, best of passes: microseconds per image
+//            (printed as "us_per_image X uint8_us X decode_us X"); THREADS is unused
 //
 // No mallopt: decode_images' batches come from a pool of reused buffers, so a 38 MiB batch of
 // 64 float 224 x 224 x 3 images does not page-fault anew each time (as malloc'd ones did).
@@ -93,11 +95,11 @@ double run_tp(const std::string& root, int threads, double seconds, std::int64_t
   }
 }
 
-double run_inline(const std::string& root, double seconds, std::int64_t size) {
+double run_inline(const std::string& root, double seconds, std::int64_t size, bool normalized) {
   using files = decltype(tp::data::image_folder(root) | tp::data::shuffle(1));
   tp::data::detail::seeded_chunks<files> chunks(tp::data::image_folder(root) | tp::data::shuffle(1), 7);
   chunks.set_slab_size(64);  // as batch(64) sets it: chunks of whole batches, into pooled buffers
-  tp::data::detail::decode_worker<tp::data::transforms> worker{augment(size, false)};
+  tp::data::detail::decode_worker<tp::data::transforms> worker{augment(size, normalized)};
   double best = 0;
   const auto start = clock_type::now();
   for (std::uint64_t pass = 0; pass < 2 || seconds_since(start) < seconds; ++pass) {
@@ -161,11 +163,13 @@ double run_decode(const std::string& root, int threads, double seconds) {
 // all. The least noisy measure on a shared machine: a pass that another tenant slowed is not
 // the best, and no thread, queue or file read takes part.
 void run_overhead(const std::string& root, double seconds, std::int64_t size) {
+  // Every k-th file of the listing: a class's files differ in how dear they are to decode (at
+  // 256 x 256, the first 256, all T-shirts, took 156-159 us each to decode, these 141-150).
   std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files;
-  for (const auto& f : tp::data::image_folder(root)) {
-    files.emplace_back(f.path, tp::data::read_file(f.path));
-    if (files.size() == 256) break;
-  }
+  const auto listing = tp::data::image_folder(root);
+  const std::size_t every = std::max<std::size_t>(listing.size() / 256, 1);
+  for (std::size_t i = 0; i < listing.size() && files.size() < 256; i += every)
+    files.emplace_back(listing[i].path, tp::data::read_file(listing[i].path));
   const auto floats = augment(size), bytes = augment(size, false);
   std::vector<std::uint8_t> pixels;
   // The transforms write into the slots of a ring of four batches of 64, as decode_images writes
@@ -201,7 +205,7 @@ void run_overhead(const std::string& root, double seconds, std::int64_t size) {
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: %s tp|tp_uint8|inline|decode|overhead ROOT THREADS SECONDS SIZE\n", argv[0]);
+    std::fprintf(stderr, "usage: %s tp|tp_uint8|inline|inline_float|decode|overhead ROOT THREADS SECONDS SIZE\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1], root = argv[2];
@@ -211,7 +215,8 @@ int main(int argc, char** argv) {
   torch::set_num_threads(1);  // collation in the consuming thread, as DataLoader's workers do it
   if (mode == "tp") std::printf("images_per_s %.1f\n", run_tp(root, threads, seconds, size, true));
   else if (mode == "tp_uint8") std::printf("images_per_s %.1f\n", run_tp(root, threads, seconds, size, false));
-  else if (mode == "inline") std::printf("images_per_s %.1f\n", run_inline(root, seconds, size));
+  else if (mode == "inline") std::printf("images_per_s %.1f\n", run_inline(root, seconds, size, false));
+  else if (mode == "inline_float") std::printf("images_per_s %.1f\n", run_inline(root, seconds, size, true));
   else if (mode == "decode") std::printf("images_per_s %.1f\n", run_decode(root, threads, seconds));
   else if (mode == "overhead") run_overhead(root, seconds, size);
   else return std::fprintf(stderr, "unknown mode %s\n", mode.c_str()), 2;

@@ -109,11 +109,11 @@ __attribute__((target("avx2"))) inline void vertical_rgb8_row_avx2(const std::in
       const __m256i v = _mm256_packus_epi16(vertical_rgb8_held<Pairs>(rows, weights, i), vertical_rgb8_held<Pairs>(rows, weights, i + 16));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
     }
-    return;
-  }
-  for (std::int64_t i = 0; i < n; i += 32) {
-    const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2<Pairs>(in, w, pairs, i), vertical_rgb8_avx2<Pairs>(in, w, pairs, i + 16));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
+  } else {
+    for (std::int64_t i = 0; i < n; i += 32) {
+      const __m256i v = _mm256_packus_epi16(vertical_rgb8_avx2<Pairs>(in, w, pairs, i), vertical_rgb8_avx2<Pairs>(in, w, pairs, i + 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(v, 0xD8));
+    }
   }
 }
 
