@@ -158,18 +158,20 @@ double run_decode(const std::string& root, int threads, double seconds) {
   return cpu.report(n) / elapsed;
 }
 
-// Per image, in this thread, on the first 256 files held in memory: the transforms (normalized
+// Per image, in this thread, on 256 files held in memory: the transforms (normalized
 // floats and uint8) and the full decode, each the best of passes over all of them for SECONDS in
 // all. The least noisy measure on a shared machine: a pass that another tenant slowed is not
 // the best, and no thread, queue or file read takes part.
 void run_overhead(const std::string& root, double seconds, std::int64_t size) {
-  // Every k-th file of the listing: a class's files differ in how dear they are to decode (at
+  // Files spread evenly over the listing: a class's files differ in how dear they are to decode (at
   // 256 x 256, the first 256, all T-shirts, took 156-159 us each to decode, these 141-150).
   std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files;
   const auto listing = tp::data::image_folder(root);
-  const std::size_t every = std::max<std::size_t>(listing.size() / 256, 1);
-  for (std::size_t i = 0; i < listing.size() && files.size() < 256; i += every)
-    files.emplace_back(listing[i].path, tp::data::read_file(listing[i].path));
+  const std::size_t n = std::min<std::size_t>(listing.size(), 256);
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto& f = listing[j * listing.size() / n];
+    files.emplace_back(f.path, tp::data::read_file(f.path));
+  }
   const auto floats = augment(size), bytes = augment(size, false);
   std::vector<std::uint8_t> pixels;
   // The transforms write into the slots of a ring of four batches of 64, as decode_images writes

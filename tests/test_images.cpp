@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -209,26 +210,62 @@ TEST(ImageDecode, BadFilesAreErrorsNamingTheFile) {
   contains(bad_file_message("x.jpg", [&] { tp::data::decode({}, "x.jpg", color::rgb); }), "empty");
 }
 
-// The region asked of a JPEG (libjpeg's crop and skip, widened by a chroma sample and to whole
-// iMCUs) has the pixels of the whole decode, in every chroma layout, progressive or not, at full
-// and at reduced scale: for every left edge over three iMCUs, with right edges at every offset
-// from an iMCU's start (the first and last pixel of a part are where the chroma upsampling would
-// repeat an edge sample).
+// A 200 x 150 JPEG with luma sampled h x v and chroma 1 x 1, written with libjpeg: PIL writes
+// only 4:4:4, 4:2:2 and 4:2:0.
+std::vector<std::uint8_t> jpeg_sampled(int h, int v) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr errors{};
+  c.err = jpeg_std_error(&errors);  // its error_exit ends the program: the input here is valid
+  jpeg_create_compress(&c);
+  unsigned char* memory = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &memory, &size);
+  c.image_width = 200;
+  c.image_height = 150;
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 90, TRUE);
+  c.comp_info[0].h_samp_factor = h;
+  c.comp_info[0].v_samp_factor = v;
+  jpeg_start_compress(&c, TRUE);
+  std::vector<std::uint8_t> row(200 * 3);
+  for (unsigned y = 0; y < 150; ++y) {
+    for (unsigned x = 0; x < 200; ++x)
+      row[x * 3] = std::uint8_t(x * 7 + y * 3), row[x * 3 + 1] = std::uint8_t(x * x + y * 5), row[x * 3 + 2] = std::uint8_t((x * 13) ^ (y * 29));
+    JSAMPROW p = row.data();
+    jpeg_write_scanlines(&c, &p, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<std::uint8_t> bytes(memory, memory + size);
+  std::free(memory);
+  jpeg_destroy_compress(&c);
+  return bytes;
+}
+
+// The region asked of a JPEG (libjpeg's crop and skip, widened by a chroma sample and to an
+// iMCU's start) has the pixels of the whole decode, in the chroma layouts PIL writes and luma
+// sampled 4x2 and 2x4 (which libjpeg-turbo 2 crops wrongly at reduced scale: they are decoded at
+// full width then), progressive or not, at full and at reduced scales: for every left edge over
+// three iMCUs, with every right edge (the first and last pixel of a part are where the chroma
+// upsampling would repeat an edge sample), and parts one pixel wide at either edge.
 TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
-  std::vector<tp::data::detail::pixel_region> regions{{0, 0, 10, 10}, {37, 53, 61, 140}, {70, 3, 75, 5}, {20, 150, 150, 200}};
+  std::vector<tp::data::detail::pixel_region> regions{{0, 0, 10, 10}, {37, 53, 61, 140}, {70, 3, 75, 5}, {20, 150, 150, 200},
+                                                      {40, 0, 43, 1},  {40, 199, 43, 200}};
   for (std::int64_t left = 0; left < 48; ++left)
     for (std::int64_t width : {1, 2, 3, 14, 15, 16, 17, 18, 31, 33})
       regions.push_back({(left * 7) % 140, left + 40, (left * 7) % 140 + 3, left + 40 + width});
-  for (std::string name : {"p420.jpg", "p422.jpg", "p444.jpg", "pprog.jpg", "pgrey.jpg"})
-    for (int num : {8, 4}) {
-      const auto bytes = bytes_of(name);
+  std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files{{"luma 4x2", jpeg_sampled(4, 2)}, {"luma 2x4", jpeg_sampled(2, 4)}};
+  for (std::string name : {"p420.jpg", "p422.jpg", "p444.jpg", "pprog.jpg", "pgrey.jpg"}) files.emplace_back(name, bytes_of(name));
+  for (const auto& [name, bytes] : files)
+    for (int num : {8, 4, 2}) {
       const auto info = tp::data::detail::jpeg_header(bytes, name);
       std::vector<std::uint8_t> whole, part;
       const auto w = tp::data::detail::jpeg_decode(bytes, name, info, num, true, std::nullopt, whole);
       EXPECT_EQ(w.height, tp::data::detail::jpeg_scaled(150, num));
       for (const auto& r : regions) {
         tp::data::detail::pixel_region region{r.top * num / 8, r.left * num / 8, r.bottom * num / 8, r.right * num / 8};
-        if (region.bottom <= region.top || region.right <= region.left) continue;  // empty at half scale
+        if (region.bottom <= region.top || region.right <= region.left) continue;  // empty at a reduced scale
         const auto p = tp::data::detail::jpeg_decode(bytes, name, info, num, true, region, part);
         ASSERT_LE(p.left, region.left);
         ASSERT_GE(p.left + p.width, std::min(region.right, w.width));

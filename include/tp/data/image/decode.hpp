@@ -140,8 +140,26 @@ inline bool jpeg_stage_header(jpeg_reader* r, const std::uint8_t* data, std::siz
   return true;
 }
 
-// Starts decompressing at scale num/8, keeping columns [*left, *left + *width) (widened to whole
-// iMCUs by libjpeg, which says where they start) and skipping the rows above `top`.
+// Whether jpeg_crop_scanline leaves every component it decodes its true width. libjpeg-turbo 2.x
+// sets a component's width in a part from its sampling factors alone. Where a scaled decode lets
+// the IDCT do some of a component's upsampling (its DCT_scaled_size above the smallest) and some
+// is left for the upsampler (luma sampled 4x2 or 2x4, decoded at 1/2), that width is too small,
+// and the right of the part gets chroma that was never decoded (libjpeg-turbo 3.0 fixed it).
+// Such an image is decoded at full width. 4:2:0, 4:2:2, 4:4:4 and 4:1:1 files are not affected.
+inline bool crop_keeps_widths(const jpeg_decompress_struct& info) {
+  for (int c = 0; c < info.num_components; ++c) {
+    const jpeg_component_info& comp = info.comp_info[c];
+    if (!comp.component_needed || comp.DCT_scaled_size == info.min_DCT_scaled_size) continue;
+    if (comp.h_samp_factor * comp.DCT_scaled_size != info.max_h_samp_factor * info.min_DCT_scaled_size ||
+        comp.v_samp_factor * comp.DCT_scaled_size != info.max_v_samp_factor * info.min_DCT_scaled_size)
+      return false;
+  }
+  return true;
+}
+
+// Starts decompressing at scale num/8, keeping columns [*left, *left + *width) (libjpeg moves the
+// left end down to an iMCU's start, and says where; all columns where crop_keeps_widths says no)
+// and skipping the rows above `top`.
 inline bool jpeg_stage_start(jpeg_reader* r, bool rgb, int num, unsigned* left, unsigned* width, unsigned top) {
   r->header_of = nullptr;
   if (setjmp(r->jump)) return false;
@@ -149,8 +167,8 @@ inline bool jpeg_stage_start(jpeg_reader* r, bool rgb, int num, unsigned* left, 
   r->info.scale_num = static_cast<unsigned>(num);
   r->info.scale_denom = 8;
   jpeg_start_decompress(&r->info);
-  if (*left > 0 || *width < r->info.output_width) jpeg_crop_scanline(&r->info, left, width);
-  else *width = r->info.output_width;
+  if ((*left > 0 || *width < r->info.output_width) && crop_keeps_widths(r->info)) jpeg_crop_scanline(&r->info, left, width);
+  else *left = 0, *width = r->info.output_width;
   if (top > 0 && jpeg_skip_scanlines(&r->info, top) != top) {
     std::snprintf(r->message, sizeof r->message, "it ends before row %u", top);
     return false;
@@ -344,8 +362,8 @@ struct pixel_region {
 
 // Decodes the rows and columns of `region` (in pixels of the image at scale num/8; all of it
 // without one) of a JPEG whose header jpeg_header read, into `out` as rows x columns x channels.
-// libjpeg widens the columns to whole iMCUs (8 or 16 pixels): the result says where its first
-// pixel is. Rows above the region are skipped (entropy-decoded only), rows below it are not
+// The columns are widened (below, and by libjpeg to an iMCU's start on the left): the result
+// says where its first pixel is. Rows above the region are skipped (entropy-decoded only), rows below it are not
 // decoded unless the file lacks its end marker, which shows it was cut short. The pixels are
 // those of a whole decode.
 inline decoded jpeg_decode(std::span<const std::uint8_t> bytes, const std::string& path, const jpeg_info& info, int num,
@@ -362,8 +380,10 @@ inline decoded jpeg_decode(std::span<const std::uint8_t> bytes, const std::strin
   // cut inside the image it repeats the edge one instead, so the outermost pixel of a part (the
   // first and the last) can differ from the whole decode's. A margin of max_h_samp_factor pixels
   // (one chroma sample's width, 2 for 4:2:0) on each inner side keeps the region asked for exact;
-  // libjpeg then widens the left end to a whole iMCU. (It was one iMCU on each side, 16 pixels:
-  // at 256 x 256, a random resized crop decoded 13% more columns than it needed.)
+  // libjpeg then widens the left end to a whole iMCU. One pixel would do for that, but not for a
+  // part one pixel wide at the image's edge: its chroma would be one sample wide, and libjpeg
+  // then upsamples it without smoothing. (It was one iMCU on each side, 16 pixels: at 256 x 256,
+  // a random resized crop decoded 13% more columns than it needed.)
   const std::int64_t margin = r.info.max_h_samp_factor;
   const std::int64_t from = std::max<std::int64_t>(want.left - margin, 0), to = std::min(want.right + margin, width);
   unsigned left = static_cast<unsigned>(from), columns = static_cast<unsigned>(to - from);
