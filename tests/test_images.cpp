@@ -212,7 +212,7 @@ TEST(ImageDecode, BadFilesAreErrorsNamingTheFile) {
 
 // A 200 x 150 JPEG with luma sampled h x v and chroma 1 x 1, written with libjpeg: PIL writes
 // only 4:4:4, 4:2:2 and 4:2:0.
-std::vector<std::uint8_t> jpeg_sampled(int h, int v) {
+static std::vector<std::uint8_t> jpeg_sampled(int h, int v) {
   jpeg_compress_struct c{};
   jpeg_error_mgr errors{};
   c.err = jpeg_std_error(&errors);  // its error_exit ends the program: the input here is valid
@@ -245,10 +245,11 @@ std::vector<std::uint8_t> jpeg_sampled(int h, int v) {
 
 // The region asked of a JPEG (libjpeg's crop and skip, widened by a chroma sample and to an
 // iMCU's start) has the pixels of the whole decode, in the chroma layouts PIL writes and luma
-// sampled 4x2 and 2x4 (which libjpeg-turbo 2 crops wrongly at reduced scale: they are decoded at
-// full width then), progressive or not, at full and at reduced scales: for every left edge over
-// three iMCUs, with every right edge (the first and last pixel of a part are where the chroma
-// upsampling would repeat an edge sample), and parts one pixel wide at either edge.
+// sampled 4x2 and 2x4 (which libjpeg-turbo 2 crops wrongly at reduced scales: they are decoded
+// at full width then, and only then), progressive or not, at full and at every reduced scale:
+// for every left edge over three iMCUs (of 16 pixels), with every right edge (the first and last
+// pixel of a part are where the chroma upsampling would repeat an edge sample), and parts one
+// pixel wide at either edge.
 TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
   std::vector<tp::data::detail::pixel_region> regions{{0, 0, 10, 10}, {37, 53, 61, 140}, {70, 3, 75, 5}, {20, 150, 150, 200},
                                                       {40, 0, 43, 1},  {40, 199, 43, 200}};
@@ -258,7 +259,8 @@ TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
   std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files{{"luma 4x2", jpeg_sampled(4, 2)}, {"luma 2x4", jpeg_sampled(2, 4)}};
   for (std::string name : {"p420.jpg", "p422.jpg", "p444.jpg", "pprog.jpg", "pgrey.jpg"}) files.emplace_back(name, bytes_of(name));
   for (const auto& [name, bytes] : files)
-    for (int num : {8, 4, 2}) {
+    for (int num : {8, 4, 2, 1}) {
+      const bool crops = num == 8 || name.rfind("luma", 0) != 0;  // else decoded at full width
       const auto info = tp::data::detail::jpeg_header(bytes, name);
       std::vector<std::uint8_t> whole, part;
       const auto w = tp::data::detail::jpeg_decode(bytes, name, info, num, true, std::nullopt, whole);
@@ -271,6 +273,11 @@ TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
         ASSERT_GE(p.left + p.width, std::min(region.right, w.width));
         ASSERT_EQ(p.top, region.top);
         ASSERT_EQ(p.height, region.bottom - region.top);
+        if (!crops) {
+          EXPECT_EQ(p.width, w.width) << name << " at " << num << "/8";
+        } else if (region.right - region.left <= w.width / 2) {
+          EXPECT_LT(p.width, w.width) << name << " at " << num << "/8";
+        }
         const std::int64_t right = std::min(region.right, w.width);
         int wrong = 0;
         for (std::int64_t y = 0; y < p.height; ++y)
@@ -280,6 +287,18 @@ TEST(ImageDecode, PartsOfAJpegArePartsOfTheWholeDecode) {
                             << region.left << "..." << region.right;
       }
     }
+  // Read as grey, a 4x2 file's chroma is not decoded at all: its parts are cropped at 4/8 too.
+  const auto& sampled = files[0].second;
+  const auto info = tp::data::detail::jpeg_header(sampled, "luma 4x2");
+  std::vector<std::uint8_t> whole, part;
+  const auto w = tp::data::detail::jpeg_decode(sampled, "luma 4x2", info, 4, false, std::nullopt, whole);
+  const tp::data::detail::pixel_region region{10, 30, 40, 50};
+  const auto p = tp::data::detail::jpeg_decode(sampled, "luma 4x2", info, 4, false, region, part);
+  EXPECT_EQ(p.channels, 1);
+  EXPECT_LT(p.width, w.width);
+  for (std::int64_t y = 0; y < p.height; ++y)
+    EXPECT_EQ(std::memcmp(&part[std::size_t(y * p.width + region.left - p.left)], &whole[std::size_t((p.top + y) * w.width + region.left)], 20), 0)
+        << "grey row " << p.top + y;
 }
 
 // The transforms decode only about their crop of a JPEG: the same result as from the whole

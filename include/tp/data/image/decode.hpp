@@ -20,7 +20,8 @@
 //   (libjpeg-turbo's with SIMD code: jpeg_scale) whose output is still at least h x w; the IDCT
 //   then does the shrinking, several times faster than decoding at full size. PNGs ignore it.
 // - The transforms (transforms.hpp) decode only the part of a JPEG their crop reads
-//   (jpeg_decode): libjpeg-turbo's jpeg_crop_scanline and jpeg_skip_scanlines, same pixels.
+//   (jpeg_decode): libjpeg-turbo's jpeg_crop_scanline and jpeg_skip_scanlines, same pixels
+//   (the whole width of the rare layouts libjpeg-turbo 2 crops wrongly: crop_keeps_widths).
 // - Thread-safe: each thread keeps its own libjpeg reader; libpng state lives per call.
 // - Every failure is a bad_file naming the path: unknown format, truncated or corrupt data,
 //   libjpeg's warnings included (a truncated JPEG "decodes" to a half-grey image with only a
@@ -140,18 +141,30 @@ inline bool jpeg_stage_header(jpeg_reader* r, const std::uint8_t* data, std::siz
   return true;
 }
 
-// Whether jpeg_crop_scanline leaves every component it decodes its true width. libjpeg-turbo 2.x
-// sets a component's width in a part from its sampling factors alone. Where a scaled decode lets
-// the IDCT do some of a component's upsampling (its DCT_scaled_size above the smallest) and some
-// is left for the upsampler (luma sampled 4x2 or 2x4, decoded at 1/2), that width is too small,
-// and the right of the part gets chroma that was never decoded (libjpeg-turbo 3.0 fixed it).
-// Such an image is decoded at full width. 4:2:0, 4:2:2, 4:4:4 and 4:1:1 files are not affected.
+// A component's IDCT size, and the smallest: libjpeg 7's API and later split each in two (h and
+// v, always equal when decompressing).
+#if JPEG_LIB_VERSION >= 70
+inline int dct_size(const jpeg_component_info& c) { return c.DCT_h_scaled_size; }
+inline int min_dct_size(const jpeg_decompress_struct& info) { return info.min_DCT_h_scaled_size; }
+#else
+inline int dct_size(const jpeg_component_info& c) { return c.DCT_scaled_size; }
+inline int min_dct_size(const jpeg_decompress_struct& info) { return info.min_DCT_scaled_size; }
+#endif
+
+// Whether jpeg_crop_scanline may crop. libjpeg-turbo 2.x gives each component of a part the width
+// its sampling factors alone imply, which is wrong for a component whose IDCT is scaled above
+// the smallest (a scaled decode letting the IDCT do some of its upsampling). That is harmless
+// where nothing is left to upsample (4:2:0 at 1/2: the chroma passes through, and the colour
+// conversion reads the part's width), but where the smoothing upsampler still has work (luma
+// sampled 4x2 or 2x4, decoded at 1/2 or 1/4), it upsamples only the left of the part, and the
+// right gets chroma never upsampled (libjpeg-turbo 3.0 fixed it). Such images are decoded at
+// full width; also at 1/8, where libjpeg upsamples without smoothing and would crop them right.
 inline bool crop_keeps_widths(const jpeg_decompress_struct& info) {
   for (int c = 0; c < info.num_components; ++c) {
     const jpeg_component_info& comp = info.comp_info[c];
-    if (!comp.component_needed || comp.DCT_scaled_size == info.min_DCT_scaled_size) continue;
-    if (comp.h_samp_factor * comp.DCT_scaled_size != info.max_h_samp_factor * info.min_DCT_scaled_size ||
-        comp.v_samp_factor * comp.DCT_scaled_size != info.max_v_samp_factor * info.min_DCT_scaled_size)
+    if (!comp.component_needed || dct_size(comp) == min_dct_size(info)) continue;
+    if (comp.h_samp_factor * dct_size(comp) != info.max_h_samp_factor * min_dct_size(info) ||
+        comp.v_samp_factor * dct_size(comp) != info.max_v_samp_factor * min_dct_size(info))
       return false;
   }
   return true;
@@ -362,8 +375,8 @@ struct pixel_region {
 
 // Decodes the rows and columns of `region` (in pixels of the image at scale num/8; all of it
 // without one) of a JPEG whose header jpeg_header read, into `out` as rows x columns x channels.
-// The columns are widened (below, and by libjpeg to an iMCU's start on the left): the result
-// says where its first pixel is. Rows above the region are skipped (entropy-decoded only), rows below it are not
+// The columns are widened (below, and by libjpeg to an iMCU's start on the left; all of them
+// where crop_keeps_widths says so): the result says where its first pixel is. Rows above the region are skipped (entropy-decoded only), rows below it are not
 // decoded unless the file lacks its end marker, which shows it was cut short. The pixels are
 // those of a whole decode.
 inline decoded jpeg_decode(std::span<const std::uint8_t> bytes, const std::string& path, const jpeg_info& info, int num,
