@@ -376,9 +376,9 @@ struct pixel_region {
 // Decodes the rows and columns of `region` (in pixels of the image at scale num/8; all of it
 // without one) of a JPEG whose header jpeg_header read, into `out` as rows x columns x channels.
 // The columns are widened (below, and by libjpeg to an iMCU's start on the left; all of them
-// where crop_keeps_widths says so): the result says where its first pixel is. Rows above the region are skipped (entropy-decoded only), rows below it are not
-// decoded unless the file lacks its end marker, which shows it was cut short. The pixels are
-// those of a whole decode.
+// where crop_keeps_widths says so): the result says where its first pixel is. Rows above the
+// region are skipped (entropy-decoded only), rows below it are not decoded unless the file
+// lacks its end marker, which shows it was cut short. The pixels are those of a whole decode.
 inline decoded jpeg_decode(std::span<const std::uint8_t> bytes, const std::string& path, const jpeg_info& info, int num,
                            bool rgb, std::optional<pixel_region> region, std::vector<std::uint8_t>& out) {
   auto& r = this_threads_jpeg_reader(path);
