@@ -433,6 +433,62 @@ TEST(ImageTransforms, GreyWindowsAreTheScalarLoopsFloats) {
 #endif
 }
 
+// RGB rows take resample_rgb8_avx2.hpp's windows where the CPU has AVX2: rgb8_windows for an
+// enlarged box, plane windows for one shrunk by up to about 3 (3 to 8 taps). Each must give the
+// SSE2 loop's bytes and floats, bitwise, for boxes as random_resized_crop draws them (fractional,
+// flipped, at the right and bottom edges, down to the last row, whose bytes end the buffer),
+// outputs not a multiple of 8 and of fewer than 8 pixels, and shrinking factors past the plane
+// windows' reach (the general loop).
+TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
+  namespace d = tp::data::detail;
+#if !defined(__SSE2__)
+  GTEST_SKIP() << "the AVX2 windows are x86-64's";
+#else
+  if (!d::use_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  std::mt19937_64 random(12);
+  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
+  const std::int64_t h = 61, w = 83;
+  std::vector<std::uint8_t> image(std::size_t(h * w * 3));  // exactly the image: its last row ends the buffer
+  for (auto& v : image) v = static_cast<std::uint8_t>(random());
+  const d::pixels<std::uint8_t> rgb{image.data(), h, w, 3, w * 3, 3, 1};
+  const float scale[3] = {1 / 255.0f / 0.229f, 1 / 255.0f / 0.224f, 1 / 255.0f / 0.225f}, offset[3] = {-2.1f, -2.0f, -1.8f};
+  bool& avx2 = d::use_avx2();
+  int planes = 0, windows = 0, general = 0;
+  for (int run = 0; run < 400; ++run) {
+    // Output widths: the image's, under 8, or any; the box's width from 0.4 to 4.5 times it.
+    const std::int64_t ow = run % 7 == 0 ? 1 + std::int64_t(random() % 7) : run % 7 == 1 ? 8 + std::int64_t(random() % 40) : 24 + std::int64_t(random() % 20);
+    const std::int64_t oh = run % 6 == 0 ? 5 + std::int64_t(random() % 30) : 20 + std::int64_t(random() % 20);
+    const double bw = std::min(double(w), double(ow) * uniform(0.4, 4.5)), bh = run % 5 == 1 ? double(h) : uniform(2, double(h));
+    const double x = run % 3 == 0 ? double(w) - bw : uniform(0, double(w) - bw), y = run % 4 == 0 ? double(h) - bh : uniform(0, double(h) - bh);
+    const bool flip = run % 2 == 1;
+    d::filter_taps taps;
+    const auto& tx = d::axis_taps(0, x, bw, w, ow, flip, taps);
+    std::vector<std::int16_t> q;
+    d::quantize_taps(tx.weights.data(), ow, tx.stride, q);
+    d::rgb8_windows plan;
+    d::rgb8_plane_windows plane_plan;
+    if (d::plan_rgb8_windows(tx, q, ow, plan)) ++windows;
+    else if (d::plan_rgb8_plane_windows(tx, q, ow, plane_plan)) ++planes;
+    else ++general;
+    std::vector<float> fast(std::size_t(3 * oh * ow)), slow(fast.size());
+    std::vector<std::uint8_t> fast8(fast.size()), slow8(fast.size());
+    d::resample(rgb, x, y, bw, bh, oh, ow, flip, scale, offset, 3, fast.data());
+    d::resample(rgb, x, y, bw, bh, oh, ow, flip, scale, offset, 3, fast8.data());
+    avx2 = false;
+    d::resample(rgb, x, y, bw, bh, oh, ow, flip, scale, offset, 3, slow.data());
+    d::resample(rgb, x, y, bw, bh, oh, ow, flip, scale, offset, 3, slow8.data());
+    avx2 = true;
+    ASSERT_EQ(fast8, slow8) << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow << (flip ? ", flipped" : "");
+    ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(float)))
+        << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow << (flip ? ", flipped" : "");
+  }
+  // Each loop had its share of boxes (397 of them: 297, 65 and 38 when written).
+  EXPECT_GT(planes, 150);
+  EXPECT_GT(windows, 30);
+  EXPECT_GT(general, 15);
+#endif
+}
+
 // Where a box is enlarged, its taps come from enlarging_taps (filter_taps.hpp) instead of
 // bilinear_taps and equalize_taps: each output must weigh each source pixel as they do (within a
 // float's rounding), and read only pixels of the axis, within [lo, hi). Boxes as
