@@ -16,7 +16,7 @@
 // Reads: a pair of taps loads 8 bytes, up to 2 bytes past the pair's last pixel, a tap count
 // made even reads one pixel more with weight 0, and AVX2's enlarging windows load 16 bytes for
 // 15; within a row that is the next row's start, so only the image's last row is copied to a
-// padded buffer first.
+// padded buffer first. (AVX2's plane windows read a copy of the row, split into padded planes.)
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
@@ -177,7 +177,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   quantize_taps(ty.weights.data(), out_h, taps_y, qy);
   const bool enlarging = avx2 && plan_rgb8_windows(tx, qx, out_w, windows);
   const bool planar = avx2 && !enlarging && plan_rgb8_plane_windows(tx, qx, out_w, plane_windows);
-  const std::int64_t plane_stride = (plane_windows.columns + 16 + 31) / 32 * 32;  // 16 readable bytes past any column
+  const std::int64_t plane_stride = planar ? (plane_windows.columns + 16 + 31) / 32 * 32 : 0;  // 16 bytes readable from any column
   if (planar) split.resize(3 * plane_stride);
   // Otherwise, per output pixel: its first byte, and its weights in pairs as [a b a b a b 0 0],
   // at weight_slot (the padding pixels up to a multiple of 8 read pixel 0 with weight 0).

@@ -288,8 +288,9 @@ __attribute__((target("avx2"))) inline void split_rgb8(const std::uint8_t* s, st
 // horizontal_rgb8 from the planes of split_rgb8 (a column's bytes at planes + c * plane_stride,
 // 16 readable bytes from any of the plan's columns); Pairs as rgb8_taps_avx2's.
 template <int Pairs>
-__attribute__((target("avx2"))) inline void horizontal_rgb8_planes(const std::uint8_t* planes, std::int64_t plane_stride, const rgb8_plane_windows& plan,
-                                                                   std::int64_t out_w, std::int16_t* row, std::int64_t stride) {
+__attribute__((target("avx2"))) inline void horizontal_rgb8_planes(const std::uint8_t* planes, std::int64_t plane_stride,
+                                                                   const rgb8_plane_windows& plan, std::int64_t out_w, std::int16_t* row,
+                                                                   std::int64_t stride) {
   const __m256i round = _mm256_set1_epi32(1 << 6);
   const std::int64_t pairs = Pairs > 0 ? Pairs : plan.pairs;
   const std::int32_t* base = plan.base.data();  // locals: the stores below may alias anything
