@@ -434,7 +434,7 @@ TEST(ImageTransforms, GreyWindowsAreTheScalarLoopsFloats) {
 }
 
 // RGB rows take resample_rgb8_avx2.hpp's windows where the CPU has AVX2: rgb8_windows for an
-// enlarged box, plane windows for one shrunk by up to about 3 (3 to 8 taps). Each must give the
+// enlarged box, plane windows for one shrunk by up to about 3 (3 to 6 taps). Each must give the
 // SSE2 loop's bytes and floats, bitwise, for boxes as random_resized_crop draws them (fractional,
 // flipped, at the right and bottom edges, down to the last row, whose bytes end the buffer),
 // outputs not a multiple of 8 and of fewer than 8 pixels, and shrinking factors past the plane
@@ -447,22 +447,24 @@ TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
   if (!d::use_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
   std::mt19937_64 random(12);
   const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
-  const std::int64_t h = 61, w = 83;
+  const std::int64_t h = 61, w = 160;
   std::vector<std::uint8_t> image(std::size_t(h * w * 3));  // exactly the image: its last row ends the buffer
   for (auto& v : image) v = static_cast<std::uint8_t>(random());
   const d::pixels<std::uint8_t> rgb{image.data(), h, w, 3, w * 3, 3, 1};
   const float scale[3] = {1 / 255.0f / 0.229f, 1 / 255.0f / 0.224f, 1 / 255.0f / 0.225f}, offset[3] = {-2.1f, -2.0f, -1.8f};
   bool& avx2 = d::use_avx2();
-  int planes = 0, windows = 0, general = 0;
+  int planes[4] = {}, windows = 0, general = 0;  // planes: by pairs of taps (2 or 3)
   for (int run = 0; run < 400; ++run) {
-    // Output widths under 8, of 8 to 47 or of 24 to 43; the box's width 0.4 to 4.5 times its output's.
+    // Output widths under 8, of 8 to 47 or of 24 to 43; the box's width 0.4 to 1, 1 to 2, 2 to 3.3
+    // or 3.3 to 5 times its output's.
     // (Small images: the floats are stored, not streamed; FixedPointRgbIsWithinAStepOfFloatOnEveryPath
     // streams them.)
     const std::int64_t ow = run % 7 == 0   ? 1 + std::int64_t(random() % 7)
                             : run % 7 == 1 ? 8 + std::int64_t(random() % 40)
                                            : 24 + std::int64_t(random() % 20);
     const std::int64_t oh = run % 6 == 0 ? 5 + std::int64_t(random() % 30) : 20 + std::int64_t(random() % 20);
-    const double bw = std::min(double(w), double(ow) * uniform(0.4, 4.5)), bh = run % 5 == 1 ? double(h) : uniform(2, double(h));
+    const double factors[5] = {0.4, 1, 2, 3.3, 5};
+    const double bw = std::min(double(w), double(ow) * uniform(factors[run % 4], factors[run % 4 + 1])), bh = run % 5 == 1 ? double(h) : uniform(2, double(h));
     const double x = run % 3 == 0 ? double(w) - bw : uniform(0, double(w) - bw), y = run % 4 == 0 ? double(h) - bh : uniform(0, double(h) - bh);
     const bool flip = run % 2 == 1;
     d::filter_taps taps;
@@ -472,7 +474,7 @@ TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
     d::rgb8_windows plan;
     d::rgb8_plane_windows plane_plan;
     if (d::plan_rgb8_windows(tx, q, ow, plan)) ++windows;
-    else if (d::plan_rgb8_plane_windows(tx, q, ow, plane_plan)) ++planes;
+    else if (d::plan_rgb8_plane_windows(tx, q, ow, plane_plan)) ++planes[plane_plan.pairs];
     else ++general;
     std::vector<float> fast(std::size_t(3 * oh * ow)), slow(fast.size());
     std::vector<std::uint8_t> fast8(fast.size()), slow8(fast.size());
@@ -486,10 +488,35 @@ TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
     ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(float)))
         << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow << (flip ? ", flipped" : "");
   }
-  // Each loop had its share of boxes (397 of them: 297, 65 and 38 when written).
-  EXPECT_GT(planes, 150);
-  EXPECT_GT(windows, 30);
-  EXPECT_GT(general, 15);
+  // Each loop had its share of the 400 boxes: the plane windows with 2 and 3 pairs of taps, the
+  // enlarging windows, the general loop (102, 79, 102 and 117 when written).
+  EXPECT_GT(planes[2], 50);
+  EXPECT_GT(planes[3], 40);
+  EXPECT_GT(windows, 50);
+  EXPECT_GT(general, 50);
+#endif
+}
+
+// quantize_taps: each output's Q14 weights sum to exactly 1 << 14 (a flat area stays flat), the
+// rounding's remainder going to the largest weight, the first of equal ones; the two-tap loop
+// (an enlarged axis) and the general one agree.
+TEST(ImageTransforms, QuantizedTapsSumToOneWithTheRemainderOnTheLargest) {
+#if !defined(__SSE2__)
+  GTEST_SKIP() << "the fixed-point loops are x86-64's";
+#else
+  namespace d = tp::data::detail;
+  std::vector<std::int16_t> q;
+  // Two taps: exact halves; two halves and a half-step each way (both round up: the larger takes
+  // the -1); equal weights that both round up (the first takes the -2); a larger first weight.
+  const float two[] = {0.5f, 0.5f, 16383 / 32768.0f, 16385 / 32768.0f, 8192.6f / 16384, 8192.6f / 16384, 0.75f, 0.25f};
+  d::quantize_taps(two, 4, 2, q);
+  EXPECT_EQ(q, (std::vector<std::int16_t>{8192, 8192, 8192, 8192, 8191, 8193, 12288, 4096}));
+  // Three taps: thirds (5461 each: the first takes the 1 left); two equal largest at the ends
+  // (5734 + 4915 + 5734: the first takes the 1); a largest in the middle (4424 + 7537 + 4424: it
+  // gives 1 back).
+  const float three[] = {1 / 3.0f, 1 / 3.0f, 1 / 3.0f, 0.35f, 0.3f, 0.35f, 0.27f, 0.46f, 0.27f};
+  d::quantize_taps(three, 3, 3, q);
+  EXPECT_EQ(q, (std::vector<std::int16_t>{5462, 5461, 5461, 5735, 4915, 5734, 4424, 7536, 4424}));
 #endif
 }
 

@@ -16,7 +16,7 @@
 // Reads: a pair of taps loads 8 bytes, up to 2 bytes past the pair's last pixel, a tap count
 // made even reads one pixel more with weight 0, and AVX2's enlarging windows load 16 bytes for
 // 15; within a row that is the next row's start, so only the image's last row is copied to a
-// padded buffer first. (AVX2's plane windows read a copy of the row, split into padded planes.)
+// padded buffer first (not for AVX2's plane windows, which read the row's split, padded copy).
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
@@ -29,6 +29,7 @@
 
 #include <tp/data/image/filter_taps.hpp>
 #include <tp/data/image/resample_rgb8_avx2.hpp>
+#include <tp/data/image/resample_rgb8_plane_windows.hpp>
 
 namespace tp::data::detail {
 
@@ -39,7 +40,7 @@ namespace tp::data::detail {
 inline void quantize_taps(const float* weights, std::int64_t outputs, std::int64_t taps, std::vector<std::int16_t>& q) {
   q.resize(outputs * taps);
   const auto rounded = [](float w) { return int(static_cast<std::int16_t>(w * 16384.0f + 0.5f)); };  // w >= 0 (lrint is a libm call)
-  if (taps == 2) {  // an enlarged axis: every crop smaller than its output
+  if (taps == 2) {  // mostly an enlarged axis (every crop smaller than its output)
     for (std::int64_t o = 0; o < outputs; ++o) {
       const int a = rounded(weights[2 * o]), b = rounded(weights[2 * o + 1]), rest = 16384 - a - b;
       q[2 * o] = static_cast<std::int16_t>(b > a ? a : a + rest);
@@ -205,7 +206,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
     const std::int64_t first = ty.first[y];
     for (std::int64_t r = std::max(next, first); r < first + taps_y; ++r) {
       const std::uint8_t* s = data + r * stride_y;
-      if (r == height - 1) {
+      if (r == height - 1 && !planar) {  // (the plane windows read the row's split copy)
         last_row.assign(s, s + width * 3);
         last_row.resize(last_row.size() + 16, 0);
         s = last_row.data();
@@ -256,19 +257,15 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       } else {
         const float a = scale[c], b = offset[c];
         std::int64_t x = 0;
-        if (avx2) {
-          // AVX-512's 16 a step, unless its rows are not 64-byte aligned for streaming (then
-          // AVX2 streams them); AVX2 takes the last 8.
-          const bool stream64 = streams_floats(o, 3 * out_h * out_w, 64), big = streams_floats(o, 3 * out_h * out_w, 1);
-          if (use_avx512() && (stream64 || !big)) x = bytes_to_floats_avx512(p, out_w, a, b, o, stream64);
-          x += bytes_to_floats_avx2(p + x, out_w - x, a, b, o + x, streams_floats(o + x, 3 * out_h * out_w, 32));
-        } else if (streams_floats(o, 3 * out_h * out_w))
+        if (avx2) x = bytes_to_floats_avx2(p, out_w, a, b, o, streams_floats(o, 3 * out_h * out_w, 32));
+        else if (streams_floats(o, 3 * out_h * out_w))
           for (; x + 16 <= out_w; x += 16) bytes_to_floats<true>(p + x, a, b, o + x);
         for (; x + 16 <= out_w; x += 16) bytes_to_floats(p + x, a, b, o + x);
         // The tail in two statements: clang's default contraction fuses `v * a + b` written as one
         // (into an FMA with -march=haswell, say) but not the vector loops' separate multiply and
-        // add, and the columns the tail takes differ between the SSE2 and AVX2 loops. (GCC in GNU
-        // mode contracts across statements and intrinsics alike, wherever FMA is enabled.)
+        // add, and the columns the tail takes differ between the SSE2 and AVX2 loops. (g++ contracts
+        // across statements and intrinsics alike, -ffp-contract=fast being its default for C++,
+        // wherever FMA is enabled: -mfma, or a target attribute that brings it, as avx512f does.)
         for (; x < out_w; ++x) {
           const float scaled = float(p[x]) * a;
           o[x] = scaled + b;

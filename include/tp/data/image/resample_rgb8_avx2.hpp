@@ -1,15 +1,16 @@
 #pragma once
-// resample_rgb8.hpp's two loops again for AVX2, chosen at run time (use_avx2): the same integer
-// arithmetic on twice the lanes, so the results are bitwise those of the SSE2 loops, and a run
-// resumed on another machine makes the same images. g++ and clang++ compile these functions
-// for AVX2 whatever the target (the target attribute); only CPUs that have it run them. The
-// float conversion also has an AVX-512 loop (use_avx512), with the same arithmetic.
+// resample_rgb8.hpp's loops for AVX2, chosen at run time (use_avx2): its two passes on twice the
+// lanes, the enlarging windows (rgb8_windows: byte shuffles instead of a load per pixel) and the
+// float conversion; resample_rgb8_plane_windows.hpp adds the shrinking ones. Each computes the
+// same products, sums and roundings as the SSE2 loops, so the results are bitwise theirs, and a
+// run resumed on another machine makes the same images. g++ and clang++ compile these functions
+// for AVX2 whatever the target (the target attribute); only CPUs that have it run them.
 #if defined(__SSE2__)
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <tp/data/image/filter_taps.hpp>
@@ -27,6 +28,20 @@ __attribute__((target("avx2"))) inline void store_rgb16_planes(__m256i rg, __m25
   _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_unpacklo_epi64(rg_lo, rg_hi));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(row + stride), _mm_unpackhi_epi64(rg_lo, rg_hi));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 2 * stride), b);
+}
+
+// The first and the last of the first source pixels of outputs [x0, x0 + n): a window's span.
+inline std::pair<std::int64_t, std::int64_t> window_span(const filter_taps& tx, std::int64_t x0, std::int64_t n) {
+  std::int64_t lo = tx.first[x0], hi = lo;
+  for (std::int64_t m = 1; m < n; ++m) lo = std::min<std::int64_t>(lo, tx.first[x0 + m]), hi = std::max<std::int64_t>(hi, tx.first[x0 + m]);
+  return {lo, hi};
+}
+
+// The windows of groups g and g + 1 (16 bytes each, from p + base[g] and p + base[g + 1]) in the
+// two halves of one vector, for the byte shuffles of the 8 outputs they serve.
+__attribute__((target("avx2"))) inline __m256i load_window_pair(const std::uint8_t* p, const std::int32_t* base, std::int64_t g) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + base[g]))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + base[g + 1])), 1);
 }
 
 // Pixels m and m + 4 of a group of 8, in the two halves: [R G B 0 | R G B 0] in Q21 (+ rounding).
@@ -135,33 +150,6 @@ __attribute__((target("avx2"))) inline std::int64_t bytes_to_floats_avx2(const s
   return end;
 }
 
-// bytes_to_floats_avx2 16 a step, where the CPU has AVX-512 (use_avx512): half the instructions
-// for the float conversion, which with its streamed writes was a twentieth of a 256 x 256 crop's
-// time. The same multiply, then add (not fused): the same floats. o is 64-byte aligned if streamed.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // g++ 12 warns inside its own AVX-512 intrinsics
-#endif
-__attribute__((target("avx512f"))) inline std::int64_t bytes_to_floats_avx512(const std::uint8_t* p, std::int64_t n, float a, float b, float* o,
-                                                                           bool stream) {
-  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
-  const std::int64_t end = n - n % 16;
-  for (std::int64_t i = 0; i < end; i += 16) {
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
-    __m512 product = _mm512_mul_ps(_mm512_cvtepi32_ps(v), va);
-    // Rounded before the add, as the other loops do: g++ fuses the two into an FMA, which
-    // AVX-512F brings, at -O2 and above (the tests' -O1 does not, so they could not see it).
-    asm("" : "+v"(product));
-    const __m512 f = _mm512_add_ps(product, vb);
-    if (stream) _mm512_stream_ps(o + i, f);
-    else _mm512_storeu_ps(o + i, f);
-  }
-  return end;
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 // Enlarging (at most two taps per output pixel, and every 4 neighbouring outputs within 5 source
 // pixels, as a crop smaller than its output size is): 4 outputs read one 16-byte load, which
 // byte shuffles (pshufb, in AVX2) turn into each channel's tap pairs, already in plane order.
@@ -182,8 +170,7 @@ inline bool plan_rgb8_windows(const filter_taps& tx, const std::vector<std::int1
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int64_t x0 = g * 4, n = std::clamp<std::int64_t>(out_w - x0, 0, 4);
     if (n == 0) continue;  // padding: weight 0, mask "zero"
-    std::int64_t lo = tx.first[x0], hi = lo;
-    for (std::int64_t m = 1; m < n; ++m) lo = std::min<std::int64_t>(lo, tx.first[x0 + m]), hi = std::max<std::int64_t>(hi, tx.first[x0 + m]);
+    const auto [lo, hi] = window_span(tx, x0, n);
     if (hi + 2 - lo > 5) return false;  // 5 pixels: 15 of the 16 bytes
     plan.base[g] = static_cast<std::int32_t>(lo * 3);
     for (std::int64_t m = 0; m < n; ++m)
@@ -205,115 +192,13 @@ __attribute__((target("avx2"))) inline void horizontal_rgb8_windows(const std::u
   const std::int16_t* weights = plan.weights.data();
   const std::uint8_t* masks = plan.masks.data();
   for (std::int64_t x = 0, g = 0; x < out_w; x += 8, g += 2) {
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + base[g]))),
-                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + base[g + 1])), 1);
+    const __m256i v = load_window_pair(s, base, g);
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weights + g * 8));
     const std::uint8_t* mask = masks + g * 48;
     __m256i c[3];
     for (int k = 0; k < 3; ++k) {
       const __m256i taps = _mm256_shuffle_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 32 * k)));
       c[k] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(taps, w), round), 7);  // pixels 0-3 | 4-7 of channel k
-    }
-    store_rgb16_planes(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[2]), row + x, stride);
-  }
-}
-
-// Shrinking by up to about 3 (3 to 8 taps per output: a random resized crop a little larger than
-// its output, say): the general loop spends a load, two unpacks and a madd per pixel and pair of
-// taps, then a transpose, and a 4-output window of interleaved pixels (16 bytes: 5 pixels) is too
-// narrow for 3 taps. So each source row is first split into three byte planes (split_rgb8), where
-// 16 bytes hold 16 pixels of a channel: one load then holds the taps of 4 outputs, and a byte
-// shuffle per pair of taps makes their pairs, with the same masks and weights for all channels.
-struct rgb8_plane_windows {
-  std::vector<std::int32_t> base;     // per 4 outputs: their window's first column (from lo)
-  std::vector<std::uint8_t> masks;    // per 8 outputs and pair of taps: 32 bytes (4 outputs' words per half)
-  std::vector<std::int16_t> weights;  // per 8 outputs and pair of taps: 16 words
-  std::int64_t pairs = 0, lo = 0, columns = 0;  // the source columns the taps read: [lo, lo + columns)
-};
-
-// The plane windows of `tx` (equalized, `q` its Q14 weights), or false: 1 or 2 taps (rgb8_windows
-// takes those), more than 8, or 4 outputs whose taps span more than 16 pixels.
-inline bool plan_rgb8_plane_windows(const filter_taps& tx, const std::vector<std::int16_t>& q, std::int64_t out_w, rgb8_plane_windows& plan) {
-  const std::int64_t taps = tx.stride, pairs = (taps + 1) / 2, groups = (out_w + 7) / 8 * 2;
-  if (pairs < 2 || pairs > 4) return false;
-  plan.pairs = pairs;
-  plan.lo = tx.lo;
-  plan.columns = tx.hi - tx.lo;
-  plan.base.assign(groups, 0);
-  plan.masks.assign(groups / 2 * pairs * 32, 0x80);  // 0x80: the shuffle writes 0 (high bytes, padding)
-  plan.weights.assign(groups / 2 * pairs * 16, 0);
-  for (std::int64_t g = 0; g < groups; ++g) {
-    const std::int64_t x0 = g * 4, n = std::clamp<std::int64_t>(out_w - x0, 0, 4);
-    if (n == 0) continue;
-    std::int64_t lo = tx.first[x0], hi = lo;
-    for (std::int64_t m = 1; m < n; ++m) lo = std::min<std::int64_t>(lo, tx.first[x0 + m]), hi = std::max<std::int64_t>(hi, tx.first[x0 + m]);
-    if (hi + taps - lo > 16) return false;
-    plan.base[g] = static_cast<std::int32_t>(lo - tx.lo);
-    for (std::int64_t m = 0; m < n; ++m)
-      for (std::int64_t k = 0; k < taps; ++k) {  // tap k of output m: word 2 m + k % 2 of pair k / 2, in half g % 2
-        const std::int64_t block = (g / 2 * pairs + k / 2), word = (g % 2) * 8 + m * 2 + k % 2;
-        plan.masks[block * 32 + word * 2] = static_cast<std::uint8_t>(tx.first[x0 + m] - lo + k);
-        plan.weights[block * 16 + word] = q[(x0 + m) * taps + k];
-      }
-  }
-  return true;
-}
-
-// Pixels [0, n) of an interleaved RGB row to three planes at out, out + stride and out + 2 stride,
-// 16 a step (three loads, three shuffles and two ors per channel), the rest one by one.
-__attribute__((target("avx2"))) inline void split_rgb8(const std::uint8_t* s, std::int64_t n, std::uint8_t* out, std::int64_t stride) {
-  // Mask (c, k): the bytes of channel c that source vector k holds, in their pixel's place.
-  static const auto masks = [] {
-    std::array<std::array<std::uint8_t, 16>, 9> m{};
-    for (int c = 0; c < 3; ++c)
-      for (int k = 0; k < 3; ++k)
-        for (int i = 0; i < 16; ++i) {
-          const int at = 3 * i + c - 16 * k;
-          m[c * 3 + k][i] = at >= 0 && at < 16 ? static_cast<std::uint8_t>(at) : 0x80;
-        }
-    return m;
-  }();
-  std::int64_t x = 0;
-  for (; x + 16 <= n; x += 16) {
-    const __m128i v[3] = {_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * x)),
-                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * x + 16)),
-                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * x + 32))};
-    for (int c = 0; c < 3; ++c) {
-      __m128i plane = _mm_setzero_si128();
-      for (int k = 0; k < 3; ++k)
-        plane = _mm_or_si128(plane, _mm_shuffle_epi8(v[k], _mm_loadu_si128(reinterpret_cast<const __m128i*>(masks[c * 3 + k].data()))));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + c * stride + x), plane);
-    }
-  }
-  for (; x < n; ++x)
-    for (int c = 0; c < 3; ++c) out[c * stride + x] = s[3 * x + c];
-}
-
-// horizontal_rgb8 from the planes of split_rgb8 (a column's bytes at planes + c * plane_stride,
-// 16 readable bytes from any of the plan's columns); Pairs as rgb8_taps_avx2's.
-template <int Pairs>
-__attribute__((target("avx2"))) inline void horizontal_rgb8_planes(const std::uint8_t* planes, std::int64_t plane_stride,
-                                                                   const rgb8_plane_windows& plan, std::int64_t out_w, std::int16_t* row,
-                                                                   std::int64_t stride) {
-  const __m256i round = _mm256_set1_epi32(1 << 6);
-  const std::int64_t pairs = Pairs > 0 ? Pairs : plan.pairs;
-  const std::int32_t* base = plan.base.data();  // locals: the stores below may alias anything
-  const std::int16_t* weights = plan.weights.data();
-  const std::uint8_t* masks = plan.masks.data();
-  for (std::int64_t x = 0, g = 0; x < out_w; x += 8, g += 2) {
-    const std::uint8_t* mask = masks + g / 2 * pairs * 32;
-    const std::int16_t* w = weights + g / 2 * pairs * 16;
-    __m256i c[3];
-    for (int k = 0; k < 3; ++k) {
-      const std::uint8_t* p = planes + k * plane_stride;
-      const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + base[g]))),
-                                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + base[g + 1])), 1);
-      __m256i sum = round;
-      for (std::int64_t j = 0; j < pairs; ++j) {
-        const __m256i taps = _mm256_shuffle_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 32 * j)));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(taps, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * j))));
-      }
-      c[k] = _mm256_srai_epi32(sum, 7);  // outputs 0-3 | 4-7 of channel k
     }
     store_rgb16_planes(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[2]), row + x, stride);
   }

@@ -14,15 +14,4 @@ inline bool& use_avx2() {
   return yes;
 }
 
-// Whether the float conversion's AVX-512 loop runs (resample_rgb8_avx2.hpp): only where the AVX2
-// loops do, and the CPU has AVX-512 (the same floats, bitwise).
-inline bool use_avx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool yes = __builtin_cpu_supports("avx512f");
-#else
-  static const bool yes = false;
-#endif
-  return yes && use_avx2();
-}
-
 }  // namespace tp::data::detail
