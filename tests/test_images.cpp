@@ -433,8 +433,10 @@ TEST(ImageTransforms, GreyWindowsAreTheScalarLoopsFloats) {
 #endif
 }
 
-// RGB rows take resample_rgb8_avx2.hpp's windows where the CPU has AVX2: rgb8_windows for an
-// enlarged box, plane windows for one shrunk by up to about 3 (3 to 6 taps). Each must give the
+// RGB rows take AVX2 windows where the CPU has AVX2: rgb8_windows (resample_rgb8_avx2.hpp) for an
+// enlarged box, rgb8_plane_windows (resample_rgb8_plane_windows.hpp) for one shrunk by up to
+// about 3 (3 to 6 taps). The paths are counted by what their plans accept, as resample_rgb8
+// chooses them (a fault put in the plane windows on purpose fails this test). Each must give the
 // SSE2 loop's bytes and floats, bitwise, for boxes as random_resized_crop draws them (fractional,
 // flipped, at the right and bottom edges, down to the last row, whose bytes end the buffer),
 // outputs not a multiple of 8 and of fewer than 8 pixels, and shrinking factors past the plane
@@ -464,8 +466,10 @@ TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
                                            : 24 + std::int64_t(random() % 20);
     const std::int64_t oh = run % 6 == 0 ? 5 + std::int64_t(random() % 30) : 20 + std::int64_t(random() % 20);
     const double factors[5] = {0.4, 1, 2, 3.3, 5};
-    const double bw = std::min(double(w), double(ow) * uniform(factors[run % 4], factors[run % 4 + 1])), bh = run % 5 == 1 ? double(h) : uniform(2, double(h));
-    const double x = run % 3 == 0 ? double(w) - bw : uniform(0, double(w) - bw), y = run % 4 == 0 ? double(h) - bh : uniform(0, double(h) - bh);
+    const double bw = std::min(double(w), double(ow) * uniform(factors[run % 4], factors[run % 4 + 1]));
+    const double bh = run % 5 == 1 ? double(h) : uniform(2, double(h));
+    const double x = run % 3 == 0 ? double(w) - bw : uniform(0, double(w) - bw);
+    const double y = run % 4 == 0 ? double(h) - bh : uniform(0, double(h) - bh);
     const bool flip = run % 2 == 1;
     d::filter_taps taps;
     const auto& tx = d::axis_taps(0, x, bw, w, ow, flip, taps);
@@ -484,9 +488,12 @@ TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
     d::resample(rgb, x, y, bw, bh, oh, ow, flip, scale, offset, 3, slow.data());
     d::resample(rgb, x, y, bw, bh, oh, ow, flip, scale, offset, 3, slow8.data());
     avx2 = true;
-    ASSERT_EQ(fast8, slow8) << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow << (flip ? ", flipped" : "");
-    ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(float)))
-        << "box " << x << ", " << y << ", " << bw << " x " << bh << " to " << oh << " x " << ow << (flip ? ", flipped" : "");
+    const auto box = [&] {
+      return "box " + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(bw) + " x " + std::to_string(bh) + " to " +
+             std::to_string(oh) + " x " + std::to_string(ow) + (flip ? ", flipped" : "");
+    };
+    ASSERT_EQ(fast8, slow8) << box();
+    ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(float))) << box();
   }
   // Each loop had its share of the 400 boxes: the plane windows with 2 and 3 pairs of taps, the
   // enlarging windows, the general loop (102, 79, 102 and 117 when written).
@@ -508,9 +515,18 @@ TEST(ImageTransforms, QuantizedTapsSumToOneWithTheRemainderOnTheLargest) {
   std::vector<std::int16_t> q;
   // Two taps: exact halves; two halves and a half-step each way (both round up: the larger takes
   // the -1); equal weights that both round up (the first takes the -2); a larger first weight.
-  const float two[] = {0.5f, 0.5f, 16383 / 32768.0f, 16385 / 32768.0f, 8192.6f / 16384, 8192.6f / 16384, 0.75f, 0.25f};
+  const float two[] = {0.5f, 0.5f, 16383 / 32768.0f, 16385 / 32768.0f, 8192.6f / 16384, 8192.6f / 16384,
+                       0.75f, 0.25f};
   d::quantize_taps(two, 4, 2, q);
-  EXPECT_EQ(q, (std::vector<std::int16_t>{8192, 8192, 8192, 8192, 8191, 8193, 12288, 4096}));
+  const std::vector<std::int16_t> two_q = {8192, 8192, 8192, 8192, 8191, 8193, 12288, 4096};
+  EXPECT_EQ(q, two_q);
+  // The same weights with a third of 0 take the general loop, which gives the same.
+  float padded[12];
+  for (int o = 0; o < 4; ++o) padded[3 * o] = two[2 * o], padded[3 * o + 1] = two[2 * o + 1], padded[3 * o + 2] = 0;
+  d::quantize_taps(padded, 4, 3, q);
+  for (int o = 0; o < 4; ++o)
+    EXPECT_EQ((std::vector<std::int16_t>{q[3 * o], q[3 * o + 1], q[3 * o + 2]}),
+              (std::vector<std::int16_t>{two_q[2 * o], two_q[2 * o + 1], 0}));
   // Three taps: thirds (5461 each: the first takes the 1 left); two equal largest at the ends
   // (5734 + 4915 + 5734: the first takes the 1); a largest in the middle (4424 + 7537 + 4424: it
   // gives 1 back).

@@ -170,7 +170,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   thread_local std::vector<std::uint8_t> last_row, planes;
   thread_local rgb8_windows windows;
   thread_local rgb8_plane_windows plane_windows;
-  thread_local std::vector<std::uint8_t> split;  // a source row in planes, for plane_windows
+  thread_local std::vector<std::uint8_t> split_row;  // a source row in planes, for plane_windows
   const bool avx2 = use_avx2();
   const std::int64_t taps_x = tx.stride, pairs_x = (taps_x + 1) / 2, taps_y = ty.stride, pairs_y = (taps_y + 1) / 2;
   const std::int64_t padded_w = (out_w + 7) / 8 * 8, stride = (out_w + 31) / 32 * 32, row_n = 3 * stride;
@@ -178,8 +178,9 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   quantize_taps(ty.weights.data(), out_h, taps_y, qy);
   const bool enlarging = avx2 && plan_rgb8_windows(tx, qx, out_w, windows);
   const bool planar = avx2 && !enlarging && plan_rgb8_plane_windows(tx, qx, out_w, plane_windows);
-  const std::int64_t plane_stride = planar ? (plane_windows.columns + 16 + 31) / 32 * 32 : 0;  // 16 bytes readable from any column
-  if (planar) split.resize(3 * plane_stride);
+  // 16 bytes readable from any column of each plane:
+  const std::int64_t plane_stride = planar ? (plane_windows.columns + 16 + 31) / 32 * 32 : 0;
+  if (planar) split_row.resize(3 * plane_stride);
   // Otherwise, per output pixel: its first byte, and its weights in pairs as [a b a b a b 0 0],
   // at weight_slot (the padding pixels up to a multiple of 8 read pixel 0 with weight 0).
   if (!enlarging && !planar) {
@@ -214,9 +215,9 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       std::int16_t* row = ring.data() + (r % taps_y) * row_n;
       if (enlarging) horizontal_rgb8_windows(s, windows, out_w, row, stride);
       else if (planar) {
-        split_rgb8(s + 3 * plane_windows.lo, plane_windows.columns, split.data(), plane_stride);
-        if (plane_windows.pairs == 2) horizontal_rgb8_planes<2>(split.data(), plane_stride, plane_windows, out_w, row, stride);
-        else horizontal_rgb8_planes<0>(split.data(), plane_stride, plane_windows, out_w, row, stride);
+        split_rgb8(s + 3 * plane_windows.lo, plane_windows.columns, split_row.data(), plane_stride);
+        if (plane_windows.pairs == 2) horizontal_rgb8_plane_windows<2>(split_row.data(), plane_stride, plane_windows, out_w, row, stride);
+        else horizontal_rgb8_plane_windows<3>(split_row.data(), plane_stride, plane_windows, out_w, row, stride);
       }
       else if (avx2 && pairs_x == 1) horizontal_rgb8_avx2<1>(s, offsets.data(), wx.data(), 1, out_w, row, stride);
       else if (avx2 && pairs_x == 2) horizontal_rgb8_avx2<2>(s, offsets.data(), wx.data(), 2, out_w, row, stride);
@@ -265,7 +266,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
         // (into an FMA with -march=haswell, say) but not the vector loops' separate multiply and
         // add, and the columns the tail takes differ between the SSE2 and AVX2 loops. (g++ contracts
         // across statements and intrinsics alike, -ffp-contract=fast being its default for C++,
-        // wherever FMA is enabled: -mfma, or a target attribute that brings it, as avx512f does.)
+        // wherever FMA is enabled: -mfma, -march=haswell, or a target attribute that brings it.)
         for (; x < out_w; ++x) {
           const float scaled = float(p[x]) * a;
           o[x] = scaled + b;

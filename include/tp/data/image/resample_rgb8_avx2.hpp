@@ -30,10 +30,13 @@ __attribute__((target("avx2"))) inline void store_rgb16_planes(__m256i rg, __m25
   _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 2 * stride), b);
 }
 
-// The first and the last of the first source pixels of outputs [x0, x0 + n): a window's span.
+// The smallest and the largest first source pixel of outputs [x0, x0 + n): a window's span.
 inline std::pair<std::int64_t, std::int64_t> window_span(const filter_taps& tx, std::int64_t x0, std::int64_t n) {
   std::int64_t lo = tx.first[x0], hi = lo;
-  for (std::int64_t m = 1; m < n; ++m) lo = std::min<std::int64_t>(lo, tx.first[x0 + m]), hi = std::max<std::int64_t>(hi, tx.first[x0 + m]);
+  for (std::int64_t m = 1; m < n; ++m) {
+    lo = std::min<std::int64_t>(lo, tx.first[x0 + m]);
+    hi = std::max<std::int64_t>(hi, tx.first[x0 + m]);
+  }
   return {lo, hi};
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// The shrinking windows of resample_rgb8.hpp's AVX2 horizontal pass (see resample_rgb8_avx2.hpp):
-// for a box shrunk by up to about 3: 3 to 6 taps per output.
+// The shrinking windows of resample_rgb8.hpp's AVX2 horizontal pass (resample_rgb8_avx2.hpp has
+// the enlarging ones): rgb8_plane_windows below.
 #if defined(__SSE2__)
 #include <immintrin.h>
 
@@ -19,7 +19,8 @@ namespace tp::data::detail {
 // taps, then a transpose, and a 4-output window of interleaved pixels (16 bytes: 5 pixels) is too
 // narrow for 3 taps. So each source row is first split into three byte planes (split_rgb8), where
 // 16 bytes hold 16 pixels of a channel: one load then holds the taps of 4 outputs, and a byte
-// shuffle per pair of taps makes their pairs, with the same masks and weights for all channels.
+// shuffle per pair of taps and channel makes their pairs, with masks and weights shared by the
+// three channels.
 struct rgb8_plane_windows {
   std::vector<std::int32_t> base;     // per 4 outputs: their window's first column (from lo)
   std::vector<std::uint8_t> masks;    // per 8 outputs and pair of taps: 32 bytes (4 outputs' words per half)
@@ -29,7 +30,8 @@ struct rgb8_plane_windows {
 
 // The plane windows of `tx` (equalized, `q` its Q14 weights), or false: 1 or 2 taps (rgb8_windows
 // or the general loop take those), more than 6, or 4 outputs whose taps span more than 16 pixels.
-inline bool plan_rgb8_plane_windows(const filter_taps& tx, const std::vector<std::int16_t>& q, std::int64_t out_w, rgb8_plane_windows& plan) {
+inline bool plan_rgb8_plane_windows(const filter_taps& tx, const std::vector<std::int16_t>& q, std::int64_t out_w,
+                                    rgb8_plane_windows& plan) {
   const std::int64_t taps = tx.stride, pairs = (taps + 1) / 2, groups = (out_w + 7) / 8 * 2;
   if (pairs < 2 || pairs > 3) return false;  // 7 or 8 taps rarely fit 16 pixels
   plan.pairs = pairs;
@@ -55,7 +57,7 @@ inline bool plan_rgb8_plane_windows(const filter_taps& tx, const std::vector<std
 }
 
 // Pixels [0, n) of an interleaved RGB row to three planes at out, out + stride and out + 2 stride,
-// 16 a step (three loads, three shuffles and two ors per channel), the rest one by one.
+// 16 a step (three loads, then three shuffles and two ors per channel), the rest one by one.
 __attribute__((target("avx2"))) inline void split_rgb8(const std::uint8_t* s, std::int64_t n, std::uint8_t* out, std::int64_t stride) {
   // Mask (c, k): the bytes of channel c that source vector k holds, in their pixel's place.
   static const auto masks = [] {
@@ -88,24 +90,23 @@ __attribute__((target("avx2"))) inline void split_rgb8(const std::uint8_t* s, st
 }
 
 // horizontal_rgb8 from the planes of split_rgb8 (a column's bytes at planes + c * plane_stride,
-// 16 readable bytes from any of the plan's columns); Pairs as rgb8_taps_avx2's.
+// 16 readable bytes from any of the plan's columns), for the plan's 2 or 3 pairs of taps.
 template <int Pairs>
-__attribute__((target("avx2"))) inline void horizontal_rgb8_planes(const std::uint8_t* planes, std::int64_t plane_stride,
+__attribute__((target("avx2"))) inline void horizontal_rgb8_plane_windows(const std::uint8_t* planes, std::int64_t plane_stride,
                                                                    const rgb8_plane_windows& plan, std::int64_t out_w, std::int16_t* row,
                                                                    std::int64_t stride) {
   const __m256i round = _mm256_set1_epi32(1 << 6);
-  const std::int64_t pairs = Pairs > 0 ? Pairs : plan.pairs;
   const std::int32_t* base = plan.base.data();  // locals: the stores below may alias anything
   const std::int16_t* weights = plan.weights.data();
   const std::uint8_t* masks = plan.masks.data();
   for (std::int64_t x = 0, g = 0; x < out_w; x += 8, g += 2) {
-    const std::uint8_t* mask = masks + g / 2 * pairs * 32;
-    const std::int16_t* w = weights + g / 2 * pairs * 16;
+    const std::uint8_t* mask = masks + g / 2 * Pairs * 32;
+    const std::int16_t* w = weights + g / 2 * Pairs * 16;
     __m256i c[3];
     for (int k = 0; k < 3; ++k) {
       const __m256i v = load_window_pair(planes + k * plane_stride, base, g);
       __m256i sum = round;
-      for (std::int64_t j = 0; j < pairs; ++j) {
+      for (int j = 0; j < Pairs; ++j) {
         const __m256i taps = _mm256_shuffle_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 32 * j)));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(taps, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * j))));
       }
