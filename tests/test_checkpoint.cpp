@@ -549,6 +549,27 @@ TEST(LogDir, KeepsBacksUpMakesNewOrRemovesAnEarlierRun) {
   EXPECT_TRUE(fs::is_empty(run));
 }
 
+// Under several processes only rank 0 acts on the folder: another rank neither makes it nor
+// writes into it (a probe file it made there raced with rank 0's remove_all, which then failed),
+// and leaves an earlier run to rank 0's choice.
+TEST(LogDir, OnlyRankZeroActsOnTheFolder) {
+  TempDir dir("logdir_ranks");
+  const auto missing = dir.path / "missing", run = dir.path / "run";
+  fs::create_directories(run);
+  std::ofstream(run / "stats.json") << "[]";
+  std::ostringstream log;
+  const std::pair<const char*, const char*> rank_one[] = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  for (const auto& [name, value] : rank_one) ::setenv(name, value, 1);
+  EXPECT_EQ(tp::log_dir(missing, tp::if_exists::keep, log), missing);
+  EXPECT_EQ(tp::log_dir(run, tp::if_exists::remove, log), run);
+  for (const auto& [name, value] : rank_one) ::unsetenv(name);
+  EXPECT_FALSE(fs::exists(missing));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(run)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"stats.json"});
+}
+
 TEST(LogDir, TheEnvironmentChoosesAndABadValueIsAnError) {
   TempDir dir("logdir_env");
   const auto run = dir.path / "run";

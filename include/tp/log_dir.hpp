@@ -65,14 +65,15 @@ inline std::filesystem::path log_dir(std::filesystem::path folder, if_exists act
     throw std::invalid_argument("tp::log_dir: " + folder.string() + " exists and is not a folder");
   if (const auto pe = read_process_environment(); pe.world_size > 1) {
     // One decision for the whole run: rank 0 acts, the others use the folder as rank 0 leaves it
-    // (they read it only after rank 0 has chosen a checkpoint; see ModelSaver).
+    // (they read it only after rank 0 has chosen a checkpoint; see ModelSaver). They do not touch
+    // it here, where rank 0 may be removing or renaming it: the probe file of the writability
+    // check, made by rank 1 in a folder that rank 0's remove_all was emptying, made that fail
+    // ("cannot remove all: No such file or directory"). Their savers and monitors check the
+    // folder before training, once the ranks have met, after rank 0 is done with it.
     if (action == if_exists::new_dir)
       throw std::invalid_argument("tp::log_dir: new_dir cannot be used with several processes (each would pick its own folder); use "
                                   "backup or remove, or give each run its own folder");
-    if (pe.rank != 0) {
-      detail::make_writable_folder(folder, "tp::log_dir: the log folder");
-      return folder;
-    }
+    if (pe.rank != 0) return folder;
     if (action == if_exists::ask) action = if_exists::keep;  // rank 0's terminal is the launcher's
   }
   const bool has_run = std::filesystem::is_directory(folder) && !std::filesystem::is_empty(folder);
