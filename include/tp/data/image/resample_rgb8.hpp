@@ -179,7 +179,7 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
   const bool enlarging = avx2 && plan_rgb8_windows(tx, qx, out_w, windows);
   const bool planar = avx2 && !enlarging && plan_rgb8_plane_windows(tx, qx, out_w, plane_windows);
   // 16 bytes readable from any column of each plane:
-  const std::int64_t plane_stride = planar ? (plane_windows.columns + 16 + 31) / 32 * 32 : 0;
+  const std::int64_t plane_stride = planar ? (tx.hi - tx.lo + 16 + 31) / 32 * 32 : 0;
   if (planar) split_row.resize(3 * plane_stride);
   // Otherwise, per output pixel: its first byte, and its weights in pairs as [a b a b a b 0 0],
   // at weight_slot (the padding pixels up to a multiple of 8 read pixel 0 with weight 0).
@@ -215,8 +215,8 @@ void resample_rgb8(const std::uint8_t* data, std::int64_t height, std::int64_t w
       std::int16_t* row = ring.data() + (r % taps_y) * row_n;
       if (enlarging) horizontal_rgb8_windows(s, windows, out_w, row, stride);
       else if (planar) {
-        split_rgb8(s + 3 * plane_windows.lo, plane_windows.columns, split_row.data(), plane_stride);
-        if (plane_windows.pairs == 2) horizontal_rgb8_plane_windows<2>(split_row.data(), plane_stride, plane_windows, out_w, row, stride);
+        split_rgb8(s + 3 * tx.lo, tx.hi - tx.lo, split_row.data(), plane_stride);
+        if (pairs_x == 2) horizontal_rgb8_plane_windows<2>(split_row.data(), plane_stride, plane_windows, out_w, row, stride);
         else horizontal_rgb8_plane_windows<3>(split_row.data(), plane_stride, plane_windows, out_w, row, stride);
       }
       else if (avx2 && pairs_x == 1) horizontal_rgb8_avx2<1>(s, offsets.data(), wx.data(), 1, out_w, row, stride);

@@ -25,18 +25,15 @@ struct rgb8_plane_windows {
   std::vector<std::int32_t> base;     // per 4 outputs: their window's first column (from lo)
   std::vector<std::uint8_t> masks;    // per 8 outputs and pair of taps: 32 bytes (4 outputs' words per half)
   std::vector<std::int16_t> weights;  // per 8 outputs and pair of taps: 16 words
-  std::int64_t pairs = 0, lo = 0, columns = 0;  // the source columns the taps read: [lo, lo + columns)
 };
 
 // The plane windows of `tx` (equalized, `q` its Q14 weights), or false: 1 or 2 taps (rgb8_windows
 // or the general loop take those), more than 6, or 4 outputs whose taps span more than 16 pixels.
+// The planes hold the source columns the taps read, [tx.lo, tx.hi).
 inline bool plan_rgb8_plane_windows(const filter_taps& tx, const std::vector<std::int16_t>& q, std::int64_t out_w,
                                     rgb8_plane_windows& plan) {
   const std::int64_t taps = tx.stride, pairs = (taps + 1) / 2, groups = (out_w + 7) / 8 * 2;
   if (pairs < 2 || pairs > 3) return false;  // 7 or 8 taps rarely fit 16 pixels
-  plan.pairs = pairs;
-  plan.lo = tx.lo;
-  plan.columns = tx.hi - tx.lo;
   plan.base.assign(groups, 0);
   plan.masks.assign(groups / 2 * pairs * 32, 0x80);  // 0x80: the shuffle writes 0 (high bytes, padding)
   plan.weights.assign(groups / 2 * pairs * 16, 0);
@@ -90,7 +87,7 @@ __attribute__((target("avx2"))) inline void split_rgb8(const std::uint8_t* s, st
 }
 
 // horizontal_rgb8 from the planes of split_rgb8 (a column's bytes at planes + c * plane_stride,
-// 16 readable bytes from any of the plan's columns), for the plan's 2 or 3 pairs of taps.
+// 16 readable bytes from any of the plan's columns), for the plan's 2 or 3 pairs of taps (Pairs).
 template <int Pairs>
 __attribute__((target("avx2"))) inline void horizontal_rgb8_plane_windows(const std::uint8_t* planes, std::int64_t plane_stride,
                                                                    const rgb8_plane_windows& plan, std::int64_t out_w, std::int16_t* row,
