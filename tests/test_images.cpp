@@ -114,6 +114,10 @@ std::string bad_file_message(const std::string& path, F&& f) {
   return {};
 }
 
+
+// A double uniform in [lo, hi) from the generator's top 53 bits: the same on every platform
+// (std::uniform_real_distribution's results are the library's own).
+double uniform_in(std::mt19937_64& random, double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; }
 }  // namespace
 
 TEST(ImageDecode, EqualsWhatPilDecodes) {
@@ -403,7 +407,7 @@ TEST(ImageTransforms, GreyWindowsAreTheScalarLoopsFloats) {
 #else
   if (!d::use_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
   std::mt19937_64 random(11);
-  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
+  const auto uniform = [&](double lo, double hi) { return uniform_in(random, lo, hi); };
   const std::int64_t h = 28, w = 28;
   std::vector<std::uint8_t> image(std::size_t(h * w));  // exactly the image: its last row ends the buffer
   for (auto& v : image) v = static_cast<std::uint8_t>(random());
@@ -453,7 +457,7 @@ TEST(ImageTransforms, RgbWindowsAreTheSse2LoopsBytes) {
 #else
   if (!d::use_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
   std::mt19937_64 random(12);
-  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
+  const auto uniform = [&](double lo, double hi) { return uniform_in(random, lo, hi); };
   const std::int64_t h = 61, w = 160;
   std::vector<std::uint8_t> image(std::size_t(h * w * 3));  // exactly the image: its last row ends the buffer
   for (auto& v : image) v = static_cast<std::uint8_t>(random());
@@ -549,7 +553,7 @@ TEST(ImageTransforms, QuantizedTapsSumToOneWithTheRemainderOnTheLargest) {
 TEST(ImageTransforms, EnlargingTapsWeighAsTheBilinearFilter) {
   namespace d = tp::data::detail;
   std::mt19937_64 random(5);
-  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * double(random() >> 11) * 0x1.0p-53; };
+  const auto uniform = [&](double lo, double hi) { return uniform_in(random, lo, hi); };
   for (int run = 0; run < 400; ++run) {
     const std::int64_t in = run < 8 ? 1 + run % 2 : 1 + std::int64_t(random() % 300), out = 1 + std::int64_t(random() % 300);
     const double length = run % 10 < 2 ? std::min<double>(in, out) : uniform(std::min(0.5, double(in)), std::min<double>(in, out));
