@@ -8,16 +8,18 @@
 # dependencies, so this compiles the few programs it needs directly (g++, 16 cores) against that
 # LibTorch: the image and input tests (the CUDA ones run there: pinned decoding, staging,
 # resume through StagingInput), the examples fashion_mnist and image_folder (which trains on the
-# GPU from JPEG files), and bench_image_pipeline. Then it runs them, each step under a time
-# limit, writing what each printed to $OUT (or ./gpu_out). STEPS (default "tests examples
-# bench") picks steps; THREADS, SETS, REPS and SECS go to bench/image_pipeline.sh, which the bench
-# step stops after BENCH_TIMEOUT seconds (default 200).
+# GPU from JPEG files), bench_image_pipeline, and the sync check (tests/test_cuda_sync.cpp,
+# unoptimized and linked with -rdynamic so that its call stacks name tp's functions). Then it
+# runs them, each step under a time limit, writing what each printed to $OUT (or ./gpu_out).
+# STEPS (default "tests examples bench sync"; "gpt" adds nanoGPT's GPU configuration by tp, its
+# Python peer and nanoGPT's train.py) picks steps; THREADS, SETS, REPS and SECS go to
+# bench/image_pipeline.sh, which the bench step stops after BENCH_TIMEOUT seconds (default 200).
 set -uo pipefail
 root=$(pwd)
 deps=$root/.deps
 out=${OUT:-$root/gpu_out}
 work=/tmp/tp_gpu
-steps=${STEPS:-tests examples bench}
+steps=${STEPS:-tests examples bench sync}
 mkdir -p "$out" "$work"
 [ -f "$deps/include/jpeglib.h" ] || { echo "gpu_check.sh: no $deps (run scripts/gpu_deps.sh here, and carry .deps)" >&2; exit 2; }
 log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
@@ -33,7 +35,7 @@ cuda_dir=/usr/local/cuda  # CUDA's toolkit; else the pip packages' headers and r
 [ -e "$cuda_dir/lib64" ] || ln -sfn lib "$cuda_dir/lib64" 2>/dev/null
 ls "$cuda_dir"/lib64/libcudart.so* >/dev/null 2>&1 || { ls "$cuda_dir"/lib64/libcudart.so.* && ln -sf "$(ls "$cuda_dir"/lib64/libcudart.so.* | head -1)" "$cuda_dir/lib64/libcudart.so"; }
 echo "CUDA from $cuda_dir" >>"$out/summary.txt"
-{ nvidia-smi -L; lscpu | grep "Model name"; grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort -u | tr "\n" " "; echo; g++ --version | head -1; python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'; nproc; } \
+{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; lscpu | grep "Model name"; grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort -u | tr "\n" " "; echo; g++ --version | head -1; python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'; nproc; } \
   2>&1 | tee -a "$out/summary.txt"
 
 # tp's sources need C++20; pip's LibTorch is built with the new C++ ABI. The system's libstdc++
@@ -50,7 +52,7 @@ build() {  # NAME SOURCES...: compiles the sources in parallel, then links NAME
   for src in "$@"; do
     local o="$work/$(basename "$src" .cpp).o"
     objects+=("$o")
-    g++ "${flags[@]}" -c "$root/$src" -o "$o" >"$work/$(basename "$src").log" 2>&1 & pids+=($!)
+    g++ "${flags[@]}" ${EXTRA_FLAGS:-} -c "$root/$src" -o "$o" >"$work/$(basename "$src").log" 2>&1 & pids+=($!)
   done
   local ok=0
   for p in "${pids[@]}"; do wait "$p" || ok=1; done
@@ -60,7 +62,12 @@ build() {  # NAME SOURCES...: compiles the sources in parallel, then links NAME
     return 1
   fi
   local extra=()
-  [ "$name" = gpu_tests ] && extra=("$deps/lib/libgtest_main.a" "$deps/lib/libgtest.a")
+  [[ $name == gpu_tests || $name == sync_tests ]] && extra=("$deps/lib/libgtest_main.a" "$deps/lib/libgtest.a")
+  if [ "$name" = sync_tests ]; then  # NCCL's library sits beside torch's (pip's nvidia-nccl)
+    local nccl
+    nccl=$(find "$torch_dir/.." -name "libnccl.so*" 2>/dev/null | head -1)
+    extra+=(-rdynamic ${nccl:+"$nccl" -Wl,-rpath,"$(dirname "$nccl")"})
+  fi
   g++ "${objects[@]}" "${extra[@]}" "${libs[@]}" -o "$work/$name" >"$work/$name.link.log" 2>&1 ||
     { log "link $name: FAILED"; head -c 3000 "$work/$name.link.log" | tee -a "$out/summary.txt"; return 1; }
   log "built $name"
@@ -73,6 +80,8 @@ if [[ " $steps " == *" examples "* ]]; then
   build image_folder examples/image_folder.cpp & builds+=($!)
   build fashion_mnist examples/fashion_mnist.cpp & builds+=($!)
 fi
+if [[ " $steps " == *" gpt "* ]]; then build gpt examples/gpt.cpp & builds+=($!); fi
+if [[ " $steps " == *" sync "* ]]; then EXTRA_FLAGS="-O0 -g" build sync_tests tests/test_cuda_sync.cpp & builds+=($!); fi
 if [[ " $steps " == *" bench "* ]]; then build bench_image_pipeline bench/bench_image_pipeline.cpp & builds+=($!); fi
 for b in "${builds[@]}"; do wait "$b"; done
 
@@ -82,6 +91,41 @@ if [[ " $steps " == *" tests "* && -x $work/gpu_tests ]]; then
   timeout 150 "$work/gpu_tests" --gtest_brief=1 >"$out/tests.txt" 2>&1
   echo "exit $?" >>"$out/tests.txt"
   grep -E "PASSED|FAILED|SKIPPED|exit" "$out/tests.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if [[ " $steps " == *" sync "* && -x $work/sync_tests ]]; then
+  log "host syncs per step (tests/test_cuda_sync.cpp)"
+  timeout 200 "$work/sync_tests" >"$out/sync.txt" 2>&1
+  echo "exit $?" >>"$out/sync.txt"
+  grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|sync\(s\)|exit" "$out/sync.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if [[ " $steps " == *" gpt "* && -x $work/gpt ]]; then
+  # nanoGPT's GPU configuration (config/train_shakespeare_char.py) in bf16: tp's whole run, then
+  # GPT_PEER_ITERS steps of the Python peer and of nanoGPT's own train.py (its source and
+  # prepared data in .deps/nanoGPT, carried, never committed), without and with torch.compile.
+  text=$deps/shakespeare/input.txt
+  log "gpt: tp, nanoGPT's shakespeare_char configuration, bf16"
+  start=$SECONDS
+  timeout "${GPT_TIMEOUT:-300}" "$work/gpt" --preset shakespeare-char --data "$text" --out-dir "$work/gpt_bf16" --precision bf16 \
+    ${GPT_FLAGS:-} >"$out/gpt_tp.txt" 2>&1
+  echo "exit $?, wall $((SECONDS - start)) s" >>"$out/gpt_tp.txt"
+  grep -E "^step|best val|wall|rror|it/s" "$out/gpt_tp.txt" | tail -8 | tee -a "$out/summary.txt"
+  iters=${GPT_PEER_ITERS:-300}
+  config=(--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 64 --dropout 0.2 --lr-decay-iters 5000 --warmup-iters 100 --beta2 0.99)
+  log "gpt: the Python peer, $iters steps"
+  timeout 90 python3 "$root/bench/gpt_peer.py" train "$work/gpt_bf16/data" --iters "$iters" --device cuda --bf16 "${config[@]}" \
+    >"$out/gpt_peer.txt" 2>&1
+  tail -1 "$out/gpt_peer.txt" | tee -a "$out/summary.txt"
+  if [ -f "$deps/nanoGPT/train.py" ]; then
+    for compile in False True; do
+      log "gpt: nanoGPT train.py, $iters steps, compile=$compile"
+      ( cd "$deps/nanoGPT" && timeout "${NANOGPT_TIMEOUT:-150}" python3 train.py config/train_shakespeare_char.py --compile=$compile \
+          --max_iters="$iters" --eval_interval=100000 --eval_iters=1 --out_dir="$work/nanogpt_$compile" ) >"$out/nanogpt_$compile.txt" 2>&1
+      # its "iter N: ... time T ms" lines, every 10 steps: the median after the first 50 steps
+      grep -o "iter [0-9]*: loss [0-9.]*, time [0-9.]*ms" "$out/nanogpt_$compile.txt" | awk '$2+0 >= 50 { sub("ms", "", $6); print $6 }' |
+        sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "nanoGPT: median %.2f ms a step (%d samples)\n", a[int((NR + 1) / 2)], NR; else print "nanoGPT: no timings" }' |
+        tee -a "$out/summary.txt"
+    done
+  fi
 fi
 if [[ " $steps " == *" examples "* ]]; then
   log "Fashion-MNIST as JPEG files"

@@ -46,7 +46,10 @@ class GradientProcessing {
     return *this;
   }
 
-  // Rescales the gradients so that their global L2 norm is at most max_norm (> 0).
+  // Rescales the gradients so that their global L2 norm is at most max_norm (> 0). Alone (no
+  // recorded norm, no NaN policy, gradients not sharded across processes) it never makes the
+  // host wait for a device: the norm and the factor stay where the gradients are, as in
+  // torch.nn.utils.clip_grad_norm_. The others need the norm on the host, once per update.
   GradientProcessing& clip_global_norm(double max_norm) {
     if (!(max_norm > 0))
       throw std::invalid_argument("tp::GradientProcessing: clip_global_norm must be > 0, got " + std::to_string(max_norm));
@@ -77,8 +80,10 @@ class GradientProcessing {
              const std::function<double(double)>& across = {}) const;
 
  private:
+  static torch::Tensor squares_on_device(const std::vector<torch::Tensor>& gradients);
   static double sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across);
   bool clip(std::vector<torch::Tensor>& gradients, double norm) const;
+  void clip_on_device(std::vector<torch::Tensor>& gradients) const;
 
   std::optional<double> max_norm_;
   non_finite policy_ = non_finite::ignore;
@@ -96,6 +101,10 @@ TP_DECL bool GradientProcessing::apply(std::vector<torch::Tensor>& gradients, co
                                        const std::function<double(double)>& across) const {
   if (!active() || (gradients.empty() && !across)) return true;
   torch::NoGradGuard no_grad;
+  if (!record_norm_ && policy_ == non_finite::ignore && !across) {
+    clip_on_device(gradients);
+    return true;
+  }
   const double norm = std::sqrt(sum_of_squares(gradients, across));
   if (record_norm_) last_norm_.store(norm, std::memory_order_relaxed);
   if (!std::isfinite(norm) && policy_ != non_finite::ignore) {
@@ -116,12 +125,26 @@ TP_DECL bool GradientProcessing::apply(std::vector<torch::Tensor>& gradients, co
   return clip(gradients, norm);
 }
 
-TP_DECL double GradientProcessing::sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across) {
+// The sum of the squares of every gradient, in double, on the gradients' device.
+TP_DECL torch::Tensor GradientProcessing::squares_on_device(const std::vector<torch::Tensor>& gradients) {
   std::vector<torch::Tensor> squares;
   squares.reserve(gradients.size());
   for (const auto& g : gradients) squares.push_back(g.pow(2).sum().to(torch::kDouble));
-  const double mine = squares.empty() ? 0.0 : torch::stack(squares).sum().item<double>();
+  return torch::stack(squares).sum();
+}
+
+TP_DECL double GradientProcessing::sum_of_squares(const std::vector<torch::Tensor>& gradients, const std::function<double(double)>& across) {
+  const double mine = gradients.empty() ? 0.0 : squares_on_device(gradients).item<double>();
   return across ? across(mine) : mine;
+}
+
+// clip() without reading the norm: the same factor in double (1 where the norm is within
+// max_norm or not finite), applied in the gradients' type, so the same values as clip().
+TP_DECL void GradientProcessing::clip_on_device(std::vector<torch::Tensor>& gradients) const {
+  if (!max_norm_ || gradients.empty()) return;
+  const auto norm = squares_on_device(gradients).sqrt();
+  const auto factor = torch::where(norm.isfinite().logical_and(norm > *max_norm_), *max_norm_ / (norm + 1e-6), torch::ones_like(norm));
+  for (auto& g : gradients) g.mul_(factor.to(g.scalar_type()));
 }
 
 TP_DECL bool GradientProcessing::clip(std::vector<torch::Tensor>& gradients, double norm) const {

@@ -9,8 +9,8 @@
 // module of the same structure. Loading follows Python's load_state_dict: with strict (the
 // default) a missing or unexpected key is an error, and a shape mismatch always is; every
 // problem is listed in one error, and nothing is loaded unless everything fits. A file whose
-// content is a dictionary with a "state_dict" entry (a Lightning or tp checkpoint) gives that
-// entry; StateDictOptions().prefix("model.") takes the keys of one submodule, without it.
+// content is a dictionary with a "state_dict" entry (a Lightning or tp checkpoint) or a "model"
+// entry (nanoGPT's ckpt.pt) gives that entry; StateDictOptions().prefix("model.") takes the keys of one submodule, without it.
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -92,17 +92,19 @@ TP_DECL void write_torch_save(const std::filesystem::path& path, const c10::IVal
   file.commit();
 }
 
-// The state_dict in a torch.save file's content: the content itself, or its "state_dict".
+// The state_dict in a torch.save file's content: the content itself, or its "state_dict" (a
+// Lightning or tp checkpoint), or its "model" (nanoGPT's ckpt.pt, and many scripts' own).
 inline const py_value& state_dict_in(const py_value& content, const std::string& source) {
   if (content.is_dict()) {
     if (const auto* inner = content.find("state_dict"); inner && inner->is_dict()) return *inner;
+    if (const auto* inner = content.find("model"); inner && inner->is_dict()) return *inner;
     bool tensors = true;
     for (const auto& [key, value] : content.entries()) tensors = tensors && key.type() == py_value::kind::string && value.type() == py_value::kind::tensor;
     if (tensors) return content;
   }
   throw checkpoint_error(source + " holds " + content.describe() +
                          ", not a state_dict (a dict of tensors by name, as torch.save(model.state_dict()) writes) "
-                         "nor a checkpoint with a 'state_dict' entry");
+                         "nor a checkpoint with a 'state_dict' or 'model' entry");
 }
 
 inline std::string some_names(const std::vector<std::string>& names) {

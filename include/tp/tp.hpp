@@ -12,6 +12,7 @@
 #include <tp/batch.hpp>
 #include <tp/callback_pack.hpp>
 #include <tp/callbacks/callback_time_logger.hpp>
+#include <tp/callbacks/cosine_schedule.hpp>
 #include <tp/callbacks/early_stopping.hpp>
 #include <tp/callbacks/filter_images.hpp>
 #include <tp/callbacks/gradient_norm.hpp>
@@ -49,6 +50,7 @@
 #include <tp/optim/lamb.hpp>
 #include <tp/optim/lars.hpp>
 #include <tp/optim/nadam.hpp>
+#include <tp/optim/parameter_groups.hpp>
 #include <tp/optim/radam.hpp>
 #include <tp/policies/comm/in_process.hpp>
 #include <tp/policies/comm/nccl.hpp>
@@ -60,6 +62,7 @@
 #include <tp/policies/input/feed_input.hpp>
 #include <tp/policies/input/queue_input.hpp>
 #include <tp/policies/input/staging_input.hpp>
+#include <tp/policies/input/token_windows.hpp>
 #include <tp/policies/tower/model_desc.hpp>
 #include <tp/precision.hpp>
 #include <tp/predictor.hpp>
