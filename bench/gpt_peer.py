@@ -189,7 +189,8 @@ def score(args):
     ckpt = torch.load(args.ckpt, map_location="cpu")
     c = argparse.Namespace(**ckpt["model_args"])
     model = GPT(c)
-    state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
+    # nanoGPT on PyTorch 1 keeps its causal masks in the state_dict (attn.bias): not weights
+    state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items() if not k.endswith(".attn.bias")}
     model.load_state_dict(state, strict=True)
     model.eval()
     val = token_file(f"{args.data_dir}/val.bin")

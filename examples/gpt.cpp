@@ -90,7 +90,8 @@ flags parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--preset" && std::string(argv[i + 1]) == "shakespeare-char") shakespeare_char(f);
   CLI::App app("Trains nanoGPT's GPT with tp on a text or token file (nanoGPT's flags and defaults), or samples from a trained one.", "gpt");
-  app.option_defaults()->always_capture_default();
+  // A flag given twice takes its last value, as nanoGPT's configurator does.
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--preset", f.preset, "shakespeare-char: start from nanoGPT's config/train_shakespeare_char.py")
       ->check(CLI::IsMember({"shakespeare-char"}));
   app.add_option("--data", f.data, "a UTF-8 text file, or a token file (uint16, nanoGPT's train.bin, with val.bin beside it)");
@@ -265,7 +266,7 @@ auto evaluation(const std::filesystem::path& file, std::int64_t vocab, const fla
 
 struct result {
   tp::train_outcome outcome;
-  double best_val_loss;
+  double best_val_loss = 0;
 };
 
 template <class Input, class Distribution>
@@ -383,7 +384,7 @@ int main(int argc, char** argv) try {
                                                   .micro_batches(micro_batches));
   const bool cuda = f.device == "cuda" || (f.device.empty() && torch::cuda::is_available());
   const auto shard = f.shard == "optimizer" ? tp::sharding::optimizer_state : f.shard == "gradients" ? tp::sharding::gradients : tp::sharding::none;
-  result outcome;
+  result outcome{};
   if (env.world_size > 1) {
 #ifdef TP_WITH_CUDA
     if (cuda) {

@@ -2,15 +2,17 @@
 # gpt_checks.sh CHECK GPT TP_RUN DIR: the GPT example's tests, each on a small model trained
 # on the project's own README (a UTF-8 text any clone has) in DIR, emptied first.
 #
-#   learn        trains 300 steps: the best val loss must be below 2.6 nats (a model of the
-#                characters' frequencies alone pays 3.2 on this text); then samples 40
+#   learn        trains 300 steps: the best val loss must be below 3.2 nats (a model of the
+#                characters' frequencies alone pays 3.63 on this text's last tenth, and the
+#                run reaches 3.0); then samples 40
 #                characters; then Python (bench/gpt_peer.py) loads ckpt.pt into a GPT with
 #                nanoGPT's names, strict, and its val loss on tp's val windows equals tp's
 #                within 1e-4; then --init-from starts a run from that ckpt.pt.
 #   killed       a run killed with SIGKILL mid-epoch resumes, and ends with the same weights,
 #                bit for bit, as a run never interrupted (dropout on: the generators resume too)
-#   ranks        2 processes train the first 200 steps, 1 process the rest: its windows are
-#                those of an uninterrupted run, and it says what changed of the layout
+#   ranks        2 processes train the first 200 steps, 1 process the rest: it says what
+#                changed of the layout, and its train loss at step 300 is an uninterrupted
+#                one-process run's within 2e-3 (the same windows; sums in another order)
 #   bad_input    each bad input fails with its own message, before training
 set -euo pipefail
 check=$1 gpt=$2 tp_run=$3 dir=$4
@@ -35,7 +37,7 @@ print(h.hexdigest())" "$1"
 
 case $check in
 learn)
-  "$gpt" --data "$text" --out-dir "$dir/run" "${small[@]}" --max-iters 300 --lr-decay-iters 300 --max-val-loss 2.6 | tee "$dir/train.log"
+  "$gpt" --data "$text" --out-dir "$dir/run" "${small[@]}" --max-iters 300 --lr-decay-iters 300 --max-val-loss 3.2 | tee "$dir/train.log"
   grep -q "^step 300: train loss" "$dir/train.log" || fail "no evaluation line for step 300"
   "$gpt" --sample 40 --out-dir "$dir/run" --start "The " | tee "$dir/sample.log"
   [ "$(head -c 4 "$dir/sample.log")" = "The " ] || fail "the sample does not start with --start"
@@ -43,7 +45,7 @@ learn)
   py_loss=$("$python" "$root/bench/gpt_peer.py" score "$dir/run/ckpt.pt" "$dir/run/data" --eval-iters 10 --batch-size 16 --seed 1337 | tee /dev/stderr | cut -d' ' -f3)
   "$python" -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) < 1e-4 else 1)" "$tp_loss" "$py_loss" ||
     fail "Python's val loss $py_loss differs from tp's $tp_loss"
-  "$gpt" --data "$text" --out-dir "$dir/again" "${small[@]}" --max-iters 100 --lr-decay-iters 100 --init-from "$dir/run" --max-val-loss 2.6 | tee "$dir/again.log"
+  "$gpt" --data "$text" --out-dir "$dir/again" "${small[@]}" --max-iters 100 --lr-decay-iters 100 --init-from "$dir/run" --max-val-loss 3.2 | tee "$dir/again.log"
   ;;
 killed)
   run=("$gpt" --data "$text" "${small[@]}" --max-iters 400 --lr-decay-iters 400 --dropout 0.1)
@@ -54,7 +56,7 @@ killed)
   sleep 0.2
   kill -9 "$pid" 2>/dev/null || fail "the run ended before it could be killed"
   wait "$pid" || true
-  "${run[@]}" --out-dir "$dir/killed" | tee "$dir/resumed.log"
+  "${run[@]}" --out-dir "$dir/killed" 2>&1 | tee "$dir/resumed.log"
   grep -q "resumed from" "$dir/resumed.log" || fail "the second run did not resume"
   [ "$(weights_hash "$dir/whole/model-0000000400.ckpt")" = "$(weights_hash "$dir/killed/model-0000000400.ckpt")" ] ||
     fail "the killed and resumed run ends with other weights than the whole run"
@@ -62,10 +64,15 @@ killed)
 ranks)
   run=(--data "$text" "${small[@]}" --max-iters 300 --lr-decay-iters 300)
   "$tp_run" -n 2 "$gpt" "${run[@]}" --out-dir "$dir/two" --max-iters 200 >"$dir/two.log" 2>&1 || { cat "$dir/two.log"; fail "tp-run -n 2 failed"; }
-  "$gpt" "${run[@]}" --out-dir "$dir/two" | tee "$dir/one.log"
+  "$gpt" "${run[@]}" --out-dir "$dir/two" 2>&1 | tee "$dir/one.log"
   grep -q "resumed from" "$dir/one.log" || fail "the one-process run did not resume"
-  grep -q "global batch 32 -> 32" "$dir/one.log" || fail "the resume does not say how the layout changed"
-  grep -q "^step 300:" "$dir/one.log" || fail "no evaluation at step 300"
+  grep -q "from a checkpoint of 2 processes x 1 batch of 16 per step: global batch 32 -> 32" "$dir/one.log" || fail "the resume does not say how the layout changed"
+  "$gpt" "${run[@]}" --out-dir "$dir/whole" >"$dir/whole.log" 2>&1
+  # The same windows, so the same losses but for the order of the sums across the ranks.
+  "$python" -c "
+import re, sys
+a, b = (float(re.search(r'step 300: train loss ([0-9.]+)', open(f).read()).group(1)) for f in sys.argv[1:])
+sys.exit(0 if abs(a - b) < 2e-3 else 1)" "$dir/one.log" "$dir/whole.log" || fail "the train loss at step 300 differs from an uninterrupted run's"
   ;;
 bad_input)
   expect() {  # MESSAGE ARGS...: the run fails and says MESSAGE

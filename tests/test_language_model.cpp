@@ -143,7 +143,7 @@ TEST(TokenWindows, ResumesExactlyOnAnotherLayout) {
   tp::TokenWindows uninterrupted(file, tp::TokenWindowsOptions(8, 3).seed(5).micro_batches(4));
   for (int i = 0; i < 20; ++i) uninterrupted.next_batch();
   for (int i = 0; i < 8; ++i) EXPECT_EQ(lm_firsts(resumed.next_batch()), lm_firsts(uninterrupted.next_batch())) << "batch " << i;
-  EXPECT_THROW(resumed.restore(tp::data::position{{}, 3, 7, 2, 3}), std::invalid_argument);
+  EXPECT_THROW(resumed.restore(tp::data::position{{}, 3, 7, 2, 3}), std::invalid_argument);  // another input's
 }
 
 TEST(TokenWindows, FixedAndSequentialWindowsForEvaluation) {

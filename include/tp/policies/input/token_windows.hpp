@@ -17,7 +17,7 @@
 //     micro_batches kept, as nanoGPT divides gradient accumulation by the world size);
 //   - with another global batch it goes on at the same step, with that step's first windows.
 // micro_batches must be the distribution policy's accumulate(k): the input counts the batches
-// it gives to know the step. Its position (checkpoints) is the steps it has given.
+// it gives to know the step. Its position (checkpoints) is the steps it has drawn.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -78,19 +78,19 @@ class TokenWindows {
     pinned_ = on;
   }
 
-  // The steps given, as the windows of every rank together (datapoints), in steps of
-  // world_size x (micro_batches x batch_size).
+  // Where the next batch comes from: the optimizer steps whose windows were given (the state,
+  // in `flow`), with the windows every rank together drew (datapoints) on how many ranks, in
+  // batches of how many, for the trainer's account of the layout.
   data::position position() const {
     const auto& o = options_;
-    const std::int64_t per_rank = o.micro_batches() * o.batch_size();
-    return {{}, given_, given_ / o.micro_batches() * o.world_size() * per_rank, o.world_size(), per_rank};
+    const std::int64_t steps = given_ / o.micro_batches();
+    return {{static_cast<std::uint64_t>(steps)}, given_, steps * o.world_size() * o.micro_batches() * o.batch_size(), o.world_size(), o.batch_size()};
   }
   void restore(const data::position& where) {
-    if (where.datapoints < 0 || where.world_size < 1 || where.batch < 1 || where.datapoints % (where.world_size * where.batch) != 0)
-      throw std::invalid_argument("tp::TokenWindows::restore: the position (" + std::to_string(where.datapoints) + " windows on " +
-                                  std::to_string(where.world_size) + " ranks of " + std::to_string(where.batch) +
-                                  ") was not saved by TokenWindows");
-    given_ = where.datapoints / (where.world_size * where.batch) * options_.micro_batches();
+    if (where.flow.size() != 1)
+      throw std::invalid_argument("tp::TokenWindows::restore: the position was not saved by TokenWindows (its state is one number, the "
+                                  "steps drawn; this one has " + std::to_string(where.flow.size()) + ")");
+    given_ = static_cast<std::int64_t>(where.flow[0]) * options_.micro_batches();
   }
 
   // Optimizer steps whose windows were given (whole steps; a step part-given counts not).
