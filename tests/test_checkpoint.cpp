@@ -237,7 +237,7 @@ TEST(CallbackState, IsKeptByNameSoThatCallbacksMayBeReorderedOrAdded) {
   Counter counter;
   Tally tally;
   tally.steps = 100;
-  const auto bytes = saved_by(3, counter, tally);  // Counter#0: 3, Tally#0: 103
+  const auto bytes = saved_by(3, counter, tally);  // Counter: 3, Tally: 103
   // Reordered, with a stateless callback in front: each still gets its own state.
   auto reordered = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), tp_test::Spy{}, Tally{}, Counter{});
   load_into(reordered, bytes);
@@ -255,46 +255,25 @@ TEST(CallbackState, AMissingOrUnknownCallbackIsAnErrorNamingIt) {
   const auto bytes = saved_by(3, Counter{}, Tally{});
   auto without_tally = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Counter{});
   const auto unknown = load_error(without_tally, bytes);
-  EXPECT_NE(unknown.find("it holds state for Tally#0, which this trainer does not have"), std::string::npos) << unknown;
-  auto two_counters = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Counter{}, Tally{}, Counter{});
-  const auto missing = load_error(two_counters, bytes);
-  EXPECT_NE(missing.find("this trainer's Counter#1 has no state in it"), std::string::npos) << missing;
-  EXPECT_EQ(two_counters.callback<1>().steps, 0);  // checked before any callback's state is loaded
+  EXPECT_NE(unknown.find("it holds state for Tally, which this trainer does not have"), std::string::npos) << unknown;
+  auto with_named = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Counter{}, Tally{}, Named{{"third", 0}});
+  const auto missing = load_error(with_named, bytes);
+  EXPECT_NE(missing.find("this trainer's third has no state in it"), std::string::npos) << missing;
+  EXPECT_EQ(with_named.callback<0>().steps, 0);  // checked before any callback's state is loaded
 }
 
-TEST(CallbackState, ACheckpointOfFormatOneIsStillRead) {
-  // What tp wrote before callback state was keyed by name: format 1, callbacks by position.
-  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4), Counter{}, Tally{});
-  trainer.train();
-  trainer.callback<Tally>().steps = 40;
-  torch::serialize::OutputArchive old;
-  old.write("tp/format", c10::IValue(std::int64_t{1}));
-  old.write("loop/epoch_num", c10::IValue(std::int64_t{1}));
-  old.write("loop/steps_done", c10::IValue(std::int64_t{4}));
-  old.write("loop/epoch_closed", c10::IValue(true));
-  old.write("loop/global_step", c10::IValue(std::int64_t{4}));
-  torch::serialize::OutputArchive model, optimizer, counter, tally;
-  tp::detail::save_module(model, *trainer.model_module());
-  old.write("model", model);
-  trainer.replicas().optimizer().save(optimizer);
-  old.write("optimizer/0", optimizer);
-  old.write("optimizer/count", c10::IValue(std::int64_t{1}));
-  tp::detail::save_cpu_rng(old, "rng/cpu");
-  tp::detail::save_cuda_rng(old, "rng/cuda");
-  counter.write("steps", c10::IValue(std::int64_t{4}));
-  old.write("callback/0", counter);
-  tally.write("steps", c10::IValue(std::int64_t{40}));
-  old.write("callback/1", tally);
-  std::ostringstream bytes;
-  old.save_to(bytes);
-  auto resumed = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(4).max_epoch(2), Counter{}, Tally{});
-  load_into(resumed, bytes.str());
-  EXPECT_EQ(resumed.global_step(), 4);
-  EXPECT_EQ(resumed.callback<Counter>().steps, 4);
-  EXPECT_EQ(resumed.callback<Tally>().steps, 40);
-  expect_bitwise_equal(weights_of(resumed), weights_of(trainer));
-  resumed.train();  // goes on at epoch 2
-  EXPECT_EQ(resumed.global_step(), 8);
+TEST(CallbackState, TwoCallbacksUnderOneKeyAreRefused) {
+  // They would take each other's state when they swap places.
+  try {
+    tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), Counter{}, Tally{}, Counter{});
+    FAIL() << "two Counters were taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("callbacks 1 and 3 both keep their checkpoint state under the key 'Counter'"), std::string::npos) << e.what();
+  }
+  // tp's own stateful callbacks name what they watch: two of a kind are fine.
+  EXPECT_NO_THROW(tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(3), tp::EarlyStopping("a", 2), tp::EarlyStopping("b", 2),
+                                        tp::MinSaver(std::filesystem::temp_directory_path(), "a"),
+                                        tp::MaxSaver(std::filesystem::temp_directory_path(), "a")));
 }
 
 // --- ModelSaver -----------------------------------------------------------------------------

@@ -49,7 +49,8 @@ class EarlyStopping {
   // The epoch at whose end it asked to stop, if it did.
   std::optional<int> stopped_at_epoch() const noexcept { return stopped_at_epoch_; }
 
-  // For checkpoints.
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return "EarlyStopping(" + plateau_.scalar() + ")"; }
   template <class Trainer>
   void save_state(Trainer&, detail::OutputArchive& archive) {
     plateau_.save(archive);

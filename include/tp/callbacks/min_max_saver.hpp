@@ -53,6 +53,8 @@ class BestSaver {
     ++saves_;
   }
 
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return std::string(Goal == detail::plateau::minimize ? "MinSaver(" : "MaxSaver(") + plateau_.scalar() + ")"; }
   template <class Trainer>
   void save_state(Trainer&, detail::OutputArchive& archive) {
     plateau_.save(archive);

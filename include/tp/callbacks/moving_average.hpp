@@ -54,6 +54,8 @@ class MovingAverage {
     else trainer.put_scalar(name_, trainer.mean_across_processes(average_.template item<double>()));
   }
 
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return "MovingAverage(" + name_ + ")"; }
   template <class Trainer>
   void save_state(Trainer&, detail::OutputArchive& archive) {
     archive.write("has_average", c10::IValue(average_.defined()));

@@ -41,6 +41,8 @@ class ReduceOnPlateau {
     param_.set(trainer, std::max(min_value_, param_.get(trainer) * factor_));
   }
 
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return "ReduceOnPlateau(" + param_.name + ")"; }
   // For checkpoints.
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {

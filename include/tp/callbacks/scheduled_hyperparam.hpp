@@ -61,7 +61,8 @@ class ScheduledHyperParamSetter {
     trainer.put_scalar(param_.name, param_.get(trainer));
   }
 
-  // For checkpoints.
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return "ScheduledHyperParamSetter(" + param_.name + ")"; }
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {
     detail::save_hyperparam(param_, trainer, archive);
@@ -100,7 +101,8 @@ class HyperParamSetterWithFunc {
     trainer.put_scalar(param_.name, param_.get(trainer));
   }
 
-  // For checkpoints.
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return "HyperParamSetterWithFunc(" + param_.name + ")"; }
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {
     detail::save_hyperparam(param_, trainer, archive);

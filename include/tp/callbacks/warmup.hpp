@@ -34,6 +34,8 @@ class Warmup {
     if (step <= steps_) param_.set(trainer, from_ + (*target_ - from_) * static_cast<double>(step) / static_cast<double>(steps_));
   }
 
+  // Its state in checkpoints, under a key of its own (two of them resume each their own).
+  std::string state_key() const { return "Warmup(" + param_.name + ")"; }
   // For checkpoints.
   template <class Trainer>
   void save_state(Trainer& trainer, detail::OutputArchive& archive) {

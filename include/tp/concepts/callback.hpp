@@ -29,10 +29,10 @@ template <class C>
 concept names_save_state = names_member_save_state<C>;
 
 // A checkpoint keys a callback's state by the callback's type name, with template arguments
-// folded (`EarlyStopping<...>`, without tp::), and its occurrence among callbacks of that name: adding a
-// callback does not move another's state. A callback may choose its key with
-// `std::string state_key() const` (two differently configured copies, a name that outlives a
-// rename).
+// folded (`EarlyStopping<...>`, without tp::), or by its `std::string state_key() const` (tp's
+// own stateful callbacks name what they watch: `EarlyStopping(val_loss)`). Two stateful
+// callbacks of one trainer with the same key are refused when the trainer is made: adding,
+// removing or moving a callback never moves another's state.
 template <class C>
 concept has_state_key = requires(const C& c) {
   { c.state_key() } -> std::convertible_to<std::string>;

@@ -86,8 +86,7 @@ inline void save_cuda_rng(OutputArchive& archive, const std::string& key) {
   }
 }
 inline void load_cuda_rng(InputArchive& archive, const std::string& key) {
-  c10::IValue saved;
-  if (!archive.try_read(key + "/count", saved)) return;  // written before tp saved CUDA generators
+  const auto saved = read_value(archive, key + "/count");
   if (!saved.isInt()) throw checkpoint_error("the checkpoint entry '" + key + "/count' is not an integer");
   const std::int64_t here = torch::cuda::is_available() ? static_cast<std::int64_t>(torch::cuda::device_count()) : 0;
   for (std::int64_t i = 0; i < std::min(saved.toInt(), here); ++i) {

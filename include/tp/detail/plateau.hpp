@@ -17,6 +17,7 @@ class plateau {
   enum goal { minimize, maximize };
 
   plateau(std::string scalar, goal g, double min_delta) : scalar_(std::move(scalar)), goal_(g), min_delta_(min_delta) {}
+  const std::string& scalar() const noexcept { return scalar_; }
 
   void see(std::string_view name, double value) {
     if (name == scalar_) latest_ = value;

@@ -12,6 +12,7 @@
 #include <exception>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -42,7 +43,7 @@ enum class receivers { all, all_but_writers, plain, monitors, writers };
 template <class Trainer, class... Callbacks>
 class callback_set {
  public:
-  explicit callback_set(Callbacks... callbacks) : callbacks_(std::move(callbacks)...) {}
+  explicit callback_set(Callbacks... callbacks) : callbacks_(std::move(callbacks)...) { check_state_keys(); }
 
   // The indices of the callbacks that have hook Tag for this trainer, among `Which` (a
   // std::index_sequence).
@@ -128,18 +129,8 @@ class callback_set {
     archive.write("callback/keys", c10::IValue(keys));
   }
   // Checks that the checkpoint holds exactly the state of this set's stateful callbacks before
-  // loading any of it; a missing or unknown one is an error naming it. A checkpoint of format 1
-  // (tp before keys by name) holds them by position.
-  void load_state(Trainer& trainer, torch::serialize::InputArchive& archive, std::int64_t format) {
-    if (format == 1) {
-      std::int64_t position = 0;
-      for_each_stateful([&](auto& callback, const std::string&) {
-        torch::serialize::InputArchive one;
-        read_archive(archive, "callback/" + std::to_string(position++), one);
-        callback.load_state(trainer, one);
-      });
-      return;
-    }
+  // loading any of it; a missing or unknown one is an error naming it.
+  void load_state(Trainer& trainer, torch::serialize::InputArchive& archive) {
     std::set<std::string> saved;
     const auto listed = read_value(archive, "callback/keys");
     if (!listed.isString()) throw checkpoint_error("the checkpoint entry 'callback/keys' is not a list of names");
@@ -223,14 +214,25 @@ class callback_set {
   // f(callback, key) for each callback with state, in order, with its checkpoint key.
   template <class F>
   void for_each_stateful(F&& f) {
-    std::map<std::string, int> seen;
     for_each_index(all_, [&](auto i) {
+      if constexpr (names_save_state<at<decltype(i)>>) f(callback(i), callback_state_key(callback(i)));
+    });
+  }
+
+  // Two stateful callbacks under one key would take each other's state when they swap places
+  // (Lightning refuses duplicate state keys too): refused when the trainer is made.
+  void check_state_keys() {
+    std::map<std::string, std::size_t> seen;
+    std::size_t index = 0;
+    for_each_index(all_, [&](auto i) {
+      ++index;
       if constexpr (names_save_state<at<decltype(i)>>) {
-        std::string key = callback_state_key(callback(i));
-        const int occurrence = seen[key]++;
-        key += '#';
-        key += std::to_string(occurrence);
-        f(callback(i), key);
+        const auto key = callback_state_key(callback(i));
+        if (const auto [it, fresh] = seen.emplace(key, index); !fresh)
+          throw std::invalid_argument("tp::Trainer: callbacks " + std::to_string(it->second) + " and " + std::to_string(index) +
+                                      " both keep their checkpoint state under the key '" + key +
+                                      "'; give one of them `std::string state_key() const` returning a name of its own, so that each "
+                                      "resumes its own state wherever it stands in the list");
       }
     });
   }

@@ -47,11 +47,11 @@ struct step_layout {
     return layout;
   }
 
-  // The layout in a checkpoint's tp section (`own`), or nothing when it was written before tp
-  // recorded layouts. `source` names the file in the error a malformed layout raises.
-  static std::optional<step_layout> read(const py_value& own, const std::string& source) {
+  // The layout in a checkpoint's tp section (`own`). `source` names the file in the error a
+  // missing or malformed layout raises.
+  static step_layout read(const py_value& own, const std::string& source) {
     const auto* layout = own.find("layout");
-    if (!layout || !layout->is_dict()) return std::nullopt;
+    if (!layout || !layout->is_dict()) throw checkpoint_error(source + " has no tp/layout: it is not a whole tp checkpoint");
     auto count = [&](const char* key, bool required) -> std::int64_t {
       const auto* v = layout->find(key);
       if (v && v->type() == py_value::kind::integer && v->as_int() >= 0) return v->as_int();

@@ -18,7 +18,7 @@
 //
 // In memory (save, load: Trainer::save_state) it is one LibTorch archive:
 //
-//   tp/format               2 (format 1, with callback state by position, is still read)
+//   tp/format               2
 //   loop/*                  the loop's position (trainer/loop_position.hpp)
 //   model                   the main tower's parameters and buffers, by name
 //   optimizer/N, .../count  every optimizer, with its hyperparameters
@@ -104,12 +104,12 @@ struct trainer_state {
     t.layout_change_.clear();  // an archive in memory records no layout: it goes on as its own
     all_or_nothing(t, [&] {
       const auto format = read_int(archive, "tp/format");
-      if (format != 1 && format != trainer_state_format)
-        throw checkpoint_error("the checkpoint has format " + std::to_string(format) + "; this tp reads formats 1 and " +
+      if (format != trainer_state_format)
+        throw checkpoint_error("the checkpoint has format " + std::to_string(format) + "; this tp reads format " +
                                std::to_string(trainer_state_format) + " here (format " + std::to_string(dict_state_format) +
                                " is a checkpoint file's: read it with tp::load_checkpoint)");
       load_model_and_optimizers(t, archive);
-      load_rest(t, archive, format);
+      load_rest(t, archive);
     });
   }
 
@@ -156,7 +156,7 @@ struct trainer_state {
       if (!optimizers_are_copies && count != optimizers->items().size())
         throw checkpoint_error("the checkpoint holds " + std::to_string(optimizers->items().size()) + " optimizers but this trainer has " +
                                std::to_string(count));
-      load_rest(t, rest, dict_state_format);
+      load_rest(t, rest);
     });
   }
 
@@ -189,10 +189,9 @@ struct trainer_state {
   static void note_layout(Trainer& t, const py_value& own, const std::string& source) {
     t.layout_change_.clear();
     const auto saved = step_layout::read(own, source);
-    if (!saved) return;  // written before tp recorded layouts
     const auto here = layout_of(t);
-    t.layout_change_ = layout_change(*saved, here);
-    if (t.user_step_ && !saved->same_batches(here))
+    t.layout_change_ = layout_change(saved, here);
+    if (t.user_step_ && !saved.same_batches(here))
       throw checkpoint_error(source + " cannot go on here (" + t.layout_change_ + "): this run trains with its own step, which takes its "
                              "batches and keeps its state where the trainer cannot see them, so the trainer cannot carry them to another "
                              "layout. Resume on the layout that wrote it, or start afresh in another log folder from its weights "
@@ -218,7 +217,7 @@ struct trainer_state {
     t.callbacks_.save_state(t, archive);
   }
 
-  static void load_rest(Trainer& t, torch::serialize::InputArchive& archive, std::int64_t format) {
+  static void load_rest(Trainer& t, torch::serialize::InputArchive& archive) {
     const auto saved = loop_position::read(archive);
     // A checkpoint of a run without loss scaling leaves the scaler at its initial scale.
     torch::serialize::InputArchive scaler_state;
@@ -229,11 +228,9 @@ struct trainer_state {
       data::position where;
       for (auto v : read_ints(archive, "input/flow")) where.flow.push_back(static_cast<std::uint64_t>(v));
       where.consumed = read_int(archive, "input/consumed");
-      if (c10::IValue global; archive.try_read("input/global", global)) {  // absent before tp kept the global order
-        const auto v = global.toIntVector();
-        if (v.size() != 3) throw checkpoint_error("the checkpoint's input/global holds " + std::to_string(v.size()) + " numbers, not 3");
-        where.datapoints = v[0], where.world_size = static_cast<int>(v[1]), where.batch = v[2];
-      }
+      const auto global = read_ints(archive, "input/global");
+      if (global.size() != 3) throw checkpoint_error("the checkpoint's input/global holds " + std::to_string(global.size()) + " numbers, not 3");
+      where.datapoints = global[0], where.world_size = static_cast<int>(global[1]), where.batch = global[2];
       try {
         t.input_.restore(where);
       } catch (const std::invalid_argument& e) {
@@ -243,7 +240,7 @@ struct trainer_state {
                                "(tp-export --state-dict, then tp::load_state_dict)");
       }
     }
-    t.callbacks_.load_state(t, archive, format);
+    t.callbacks_.load_state(t, archive);
     t.position_.global_step = saved.global_step;
     t.resume_ = saved.resumes_at();
     t.options_.starting_epoch(t.resume_.epoch);

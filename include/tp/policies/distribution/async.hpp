@@ -89,8 +89,6 @@ class Async : public detail::policy_base<Async> {
     mutable std::mutex mutex_;  // guards the shared weights, the loss scaler and updates_
     std::int64_t updates_ = 0;
   };
-  template <class Tower>
-  using Replica = Replicas<Tower>;  // the old name
 
  private:
   std::vector<torch::Device> devices_;

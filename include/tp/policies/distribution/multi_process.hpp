@@ -473,8 +473,6 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     detail::stop_vote::reader votes_;  // what the steps' collectives agreed on, read without waiting for a device
   };
 
-  template <class Tower>
-  using Replica = Replicas<Tower>;  // the old name
 
  private:
   process_environment environment_;

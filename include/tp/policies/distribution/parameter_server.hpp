@@ -110,8 +110,6 @@ class ParameterServer : public detail::policy_base<ParameterServer<Place>, /*Fus
     torch::Device place_;
     std::vector<detail::bucket> buckets_;
   };
-  template <class Tower>
-  using Replica = Replicas<Tower>;  // the old name
 
  private:
   std::vector<torch::Device> devices_;

@@ -132,8 +132,6 @@ class Replicated : public detail::policy_base<Replicated<Comm>, /*FusesGradients
     std::vector<detail::bucket> buckets_;
     std::int64_t reduce_calls_ = 0;
   };
-  template <class Tower>
-  using Replica = Replicas<Tower>;  // the old name
 
  private:
   std::vector<torch::Device> devices_;

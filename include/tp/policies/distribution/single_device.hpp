@@ -72,8 +72,6 @@ class SingleDevice : public detail::policy_base<SingleDevice> {
     model_type model_;
     torch::Device device_;
   };
-  template <class Tower>
-  using Replica = Replicas<Tower>;  // the old name
 
  private:
   torch::Device device_;
