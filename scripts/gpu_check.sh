@@ -12,7 +12,8 @@
 # unoptimized and linked with -rdynamic so that its call stacks name tp's functions). Then it
 # runs them, each step under a time limit, writing what each printed to $OUT (or ./gpu_out).
 # STEPS (default "tests examples bench sync"; "gpt" adds nanoGPT's GPU configuration by tp, its
-# Python peer and nanoGPT's train.py) picks steps; THREADS, SETS, REPS and SECS go to
+# Python peer and nanoGPT's train.py, "tensorboard" TensorBoard's own reader on tp's event
+# files) picks steps; THREADS, SETS, REPS and SECS go to
 # bench/image_pipeline.sh, which the bench step stops after BENCH_TIMEOUT seconds (default 200).
 set -uo pipefail
 root=$(pwd)
@@ -81,6 +82,7 @@ if [[ " $steps " == *" examples "* ]]; then
   build fashion_mnist examples/fashion_mnist.cpp & builds+=($!)
 fi
 if [[ " $steps " == *" gpt "* ]]; then build gpt examples/gpt.cpp & builds+=($!); fi
+if [[ " $steps " == *" tensorboard "* && " $steps " != *" examples "* ]]; then build fashion_mnist examples/fashion_mnist.cpp & builds+=($!); fi
 if [[ " $steps " == *" sync "* ]]; then EXTRA_FLAGS="-O0 -g" build sync_tests tests/test_cuda_sync.cpp & builds+=($!); fi
 if [[ " $steps " == *" bench "* ]]; then build bench_image_pipeline bench/bench_image_pipeline.cpp & builds+=($!); fi
 for b in "${builds[@]}"; do wait "$b"; done
@@ -126,6 +128,25 @@ if [[ " $steps " == *" gpt "* && -x $work/gpt ]]; then
         tee -a "$out/summary.txt"
     done
   fi
+fi
+if [[ " $steps " == *" tensorboard "* && -x $work/fashion_mnist ]]; then
+  # TensorBoard's own reader (its EventAccumulator) on the event files tp writes.
+  log "tensorboard reads tp's event files"
+  rm -rf "$work/tb"
+  ( cd "$work" && timeout 120 ./fashion_mnist --epochs 1 --steps-per-epoch 50 --logdir "$work/tb" ) >"$out/tensorboard_run.txt" 2>&1
+  timeout 60 python3 - "$work/tb" <<'PY' 2>&1 | tee -a "$out/summary.txt"
+import sys
+import tensorboard
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "histograms": 0, "images": 0, "tensors": 0})
+ea.Reload()
+tags = ea.Tags()
+print("tensorboard", tensorboard.__version__, {k: len(v) for k, v in tags.items() if isinstance(v, list)})
+for tag in sorted(tags["scalars"])[:6]:
+    events = ea.Scalars(tag)
+    print(f"  scalar {tag}: {len(events)} values, last {events[-1].value:.4f} at step {events[-1].step}")
+print("  images:", tags["images"][:3], " histograms:", tags["histograms"][:3], " tensors (text):", tags["tensors"][:3])
+PY
 fi
 if [[ " $steps " == *" examples "* ]]; then
   log "Fashion-MNIST as JPEG files"
