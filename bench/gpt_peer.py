@@ -181,6 +181,8 @@ def train(args):
             print(f"iter {it}: loss {loss.item():.4f}", flush=True)
     sync()
     seconds = time.perf_counter() - start
+    if args.save:  # nanoGPT's layout, for `score`
+        torch.save({"model": model.state_dict(), "model_args": vars(model.config), "iter_num": args.iters}, args.save)
     print(f"peer: {args.iters} steps on {device}, {(args.iters - warm) / seconds:.2f} steps/s after the first {warm}, "
           f"{seconds / (args.iters - warm) * 1000:.2f} ms a step, {torch.get_num_threads()} threads, bf16 {args.bf16}")
 
@@ -218,6 +220,7 @@ def main():
     t.add_argument("--bias", action="store_true")
     t.add_argument("--device", default="cpu")
     t.add_argument("--bf16", action="store_true", help="autocast to bfloat16, as nanoGPT on a GPU")
+    t.add_argument("--save", help="write the trained weights there as a ckpt.pt in nanoGPT's layout")
     s = sub.add_parser("score")
     s.add_argument("ckpt")
     s.add_argument("data_dir")
