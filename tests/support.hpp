@@ -202,6 +202,17 @@ inline std::vector<torch::Tensor> weights_of(auto& trainer) {
 }
 
 // Tensors as raw bytes (contiguous, native order): what the Python peers read and write.
+// What f throws, as text ("(no error)" when it throws nothing).
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 inline void write_raw(const std::filesystem::path& file, const torch::Tensor& t) {
   std::ofstream out(file, std::ios::binary);
   const auto c = t.contiguous();

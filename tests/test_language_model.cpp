@@ -25,15 +25,6 @@ std::string lm_uint16_bytes(const std::vector<std::uint16_t>& ids) {
   return bytes;
 }
 
-template <class F>
-std::string lm_error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(TokenFile, ReadsLittleEndianIdsAndWindows) {
   TempDir dir("token_file");
@@ -49,16 +40,16 @@ TEST(TokenFile, ReadsLittleEndianIdsAndWindows) {
 
 TEST(TokenFile, EachBadFileHasItsOwnError) {
   TempDir dir("token_file_bad");
-  EXPECT_NE(lm_error_of([&] { tp::data::TokenFile(dir.path / "missing.bin"); }).find("cannot be opened"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::TokenFile(dir.path / "missing.bin"); }).find("cannot be opened"), std::string::npos);
   lm_write(dir.path / "empty.bin", "");
-  EXPECT_NE(lm_error_of([&] { tp::data::TokenFile(dir.path / "empty.bin"); }).find("is empty"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::TokenFile(dir.path / "empty.bin"); }).find("is empty"), std::string::npos);
   lm_write(dir.path / "odd.bin", "abc");
-  EXPECT_NE(lm_error_of([&] { tp::data::TokenFile(dir.path / "odd.bin"); }).find("3 bytes, an odd number"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::TokenFile(dir.path / "odd.bin"); }).find("3 bytes, an odd number"), std::string::npos);
   lm_write(dir.path / "ids.bin", lm_uint16_bytes({1, 2, 70, 3}));
-  EXPECT_NE(lm_error_of([&] { tp::data::TokenFile(dir.path / "ids.bin", 65); }).find("token 2 of"), std::string::npos);
-  EXPECT_NE(lm_error_of([&] { tp::data::TokenFile(dir.path / "ids.bin", 65); }).find("is 70, beyond the vocabulary of 65"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::TokenFile(dir.path / "ids.bin", 65); }).find("token 2 of"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::TokenFile(dir.path / "ids.bin", 65); }).find("is 70, beyond the vocabulary of 65"), std::string::npos);
   tp::data::TokenFile short_file(dir.path / "ids.bin");
-  EXPECT_NE(lm_error_of([&] { tp::TokenWindows(short_file, tp::TokenWindowsOptions(8, 2)); }).find("holds 4 tokens, fewer than one window of 9"),
+  EXPECT_NE(tp_test::message_of([&] { tp::TokenWindows(short_file, tp::TokenWindowsOptions(8, 2)); }).find("holds 4 tokens, fewer than one window of 9"),
             std::string::npos);
 }
 
@@ -79,11 +70,11 @@ TEST(CharacterVocabulary, PreparesNanoGptsSplitAndRoundTrips) {
   EXPECT_EQ(v.decode(all), text);
   const auto loaded = tp::data::CharacterVocabulary::load(prepared.vocabulary_file);
   EXPECT_EQ(loaded.decode(all), text);
-  EXPECT_NE(lm_error_of([&] { v.encode("x"); }).find("not in the vocabulary"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { v.encode("x"); }).find("not in the vocabulary"), std::string::npos);
   lm_write(dir.path / "latin1.txt", "caf\xe9!");
-  EXPECT_NE(lm_error_of([&] { tp::data::prepare_character_tokens(dir.path / "latin1.txt", dir.path / "x"); }).find("not UTF-8"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::prepare_character_tokens(dir.path / "latin1.txt", dir.path / "x"); }).find("not UTF-8"), std::string::npos);
   lm_write(dir.path / "bad.json", "{\"vocab_size\": 2, \"chars\": [\"b\", \"a\"]}");
-  EXPECT_NE(lm_error_of([&] { tp::data::CharacterVocabulary::load(dir.path / "bad.json"); }).find("code-point order"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::CharacterVocabulary::load(dir.path / "bad.json"); }).find("code-point order"), std::string::npos);
 }
 
 // A file of n tokens counting 0, 1, 2, ... (mod 60000): a window's first token is its offset.
@@ -216,9 +207,9 @@ TEST(GPT, WeightsRoundTripThroughNanoGptsCheckpoint) {
   untied.insert_or_assign("lm_head.weight", torch::zeros({11, 8}));
   ckpt.insert_or_assign("model", untied);
   tp::detail::write_torch_save(dir.path / "untied.pt", ckpt);
-  EXPECT_NE(lm_error_of([&] { gpt::load_nanogpt_weights(loaded, dir.path / "untied.pt"); }).find("differs from transformer.wte.weight"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { gpt::load_nanogpt_weights(loaded, dir.path / "untied.pt"); }).find("differs from transformer.wte.weight"), std::string::npos);
   gpt::GPT bigger(gpt::Config{.block_size = 8, .vocab_size = 11, .n_layer = 2, .n_head = 2, .n_embd = 8});
-  EXPECT_NE(lm_error_of([&] { gpt::load_nanogpt_weights(bigger, dir.path / "ckpt.pt"); }).find("missing transformer.h.1"), std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { gpt::load_nanogpt_weights(bigger, dir.path / "ckpt.pt"); }).find("missing transformer.h.1"), std::string::npos);
 }
 
 // Text from a Markov chain over 12 letters: letter c is followed by c + 1, c + 5 or c + 8 (mod
