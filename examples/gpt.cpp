@@ -257,8 +257,8 @@ class NanoGptCheckpoint {
 };
 
 // What eval_iters batches of a split give: their mean loss, as <split>_loss.
-auto evaluation(const std::filesystem::path& file, std::int64_t vocab, const flags& f, const tp::process_environment& env, const std::string& split) {
-  auto windows = tp::data::fixed_windows(tp::data::TokenFile(file, vocab), f.block_size, f.eval_iters * f.batch_size, f.seed + 1) |
+auto evaluation(tp::data::TokenFile file, const flags& f, const tp::process_environment& env, const std::string& split) {
+  auto windows = tp::data::fixed_windows(std::move(file), f.block_size, f.eval_iters * f.batch_size, f.seed + 1) |
                  tp::data::shard(env.rank, env.world_size) | tp::data::batch(f.batch_size);
   auto loss = [](gpt::GPT& model, const torch::data::Example<>& b) { return tp::outputs{{"loss", gpt::loss(model->forward(b.data), b.target)}}; };
   return tp::InferenceRunner(std::move(windows), loss, tp::ScalarStats({"loss"}, split + "_"));
@@ -301,7 +301,9 @@ result train(Input input, Distribution distribution, const flags& f, const gpt::
                       tp::TrainOptions().steps_per_epoch(f.eval_interval).max_epoch(static_cast<int>(f.max_iters / f.eval_interval)).intra_op_threads(f.threads),
                       tp::RunEnvironment(), tp::ProgressBar(),
                       tp::CosineSchedule(tp::learning_rate(), peak, floor, f.warmup_iters, std::max(f.lr_decay_iters, f.warmup_iters + 1)),
-                      evaluation(data.train, config.vocab_size, f, env, "train"), evaluation(data.val, config.vocab_size, f, env, "val"),
+                      // the training file's ids were checked when main() opened it; the val file's are here
+                      evaluation(tp::data::TokenFile(data.train), f, env, "train"),
+                      evaluation(tp::data::TokenFile(data.val, config.vocab_size), f, env, "val"),
                       NanoGptCheckpoint(f.out_dir, config, settings), tp::JSONWriter(f.out_dir),
                       tp::ModelSaver(f.out_dir).keep_last(3), tp::MinSaver(f.out_dir, "val_loss"));
   if (trainer.is_chief())
