@@ -229,12 +229,12 @@ class NanoGptCheckpoint {
   double best_val_loss() const noexcept { return best_; }
 
   template <class Trainer>
-  void save_state(Trainer&, tp::detail::OutputArchive& archive) {
-    archive.write("best_val_loss", c10::IValue(best_));
+  void save_state(Trainer&, tp::state_tree& out) const {
+    out.put("best_val_loss", best_);
   }
   template <class Trainer>
-  void load_state(Trainer&, tp::detail::InputArchive& archive) {
-    best_ = tp::detail::read_double(archive, "best_val_loss");
+  void load_state(Trainer&, const tp::state_tree& in) {
+    best_ = in.real("best_val_loss");
   }
 
  private:

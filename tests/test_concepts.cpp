@@ -238,14 +238,9 @@ TEST(Concepts, TrainsAModelHeldByASharedPtr) {
   EXPECT_EQ(trainer.global_step(), 20);
   EXPECT_FALSE(torch::equal(before, trainer.model()->weight));
   // A checkpoint goes through the same handle.
-  torch::serialize::OutputArchive saved;
-  trainer.save_state(saved);
-  std::stringstream bytes;
-  saved.save_to(bytes);
+  const auto saved = trainer.state_dict();
   auto again = tp::Trainer(tp::DummyInput(tp_test::regression_batch()), desc, tp::SingleDevice(), tp::TrainOptions().steps_per_epoch(20));
-  torch::serialize::InputArchive loaded;
-  loaded.load_from(bytes);
-  again.load_state(loaded);
+  again.load_state_dict(saved);
   EXPECT_TRUE(torch::equal(again.model()->weight, trainer.model()->weight));
   EXPECT_EQ(again.global_step(), 20);
 }
@@ -265,6 +260,5 @@ TEST(Concepts, TrainsWithAPolicyOfTheConceptsMinimum) {
   });
   EXPECT_EQ(trainer.global_step(), 10);
   EXPECT_FALSE(torch::equal(before, trainer.model()->weight));
-  torch::serialize::OutputArchive saved;
-  EXPECT_NO_THROW(trainer.save_state(saved));  // no optimizers to save: the policy holds none
+  EXPECT_NO_THROW(trainer.state_dict());  // no optimizers to save: the policy holds none
 }

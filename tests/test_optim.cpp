@@ -189,6 +189,26 @@ void expect_exact_resume(const std::string& name, MakeOptimizer make) {
   const auto straight = run();
   expect_bitwise_equal(run(tp::ModelSaver(dir.path).log_to(log)), straight);
   EXPECT_FALSE(torch::equal(straight[0], MlpHolder()->a->weight)) << "the optimizer must have trained";
+  // Its state is plain values in the file: torch.optim's format, or LibTorch's entries as
+  // nested dictionaries whose tensors are the optimizer's own (float), never archive bytes.
+  const auto saved = tp::detail::read_torch_save(tp::list_checkpoints(dir.path).back().second);
+  const auto state = saved.find("optimizer_states")->items().at(0);
+  ASSERT_TRUE(state.is_dict()) << state.describe();
+  if (const auto* own = state.find("libtorch")) {
+    std::vector<const tp::detail::py_value*> todo{own};
+    int tensors = 0;
+    while (!todo.empty()) {
+      const auto* v = todo.back();
+      todo.pop_back();
+      if (v->is_tensor()) {
+        EXPECT_TRUE(v->tensor().is_floating_point() || v->tensor().scalar_type() == torch::kLong) << v->describe();
+        ++tensors;
+      } else if (v->is_dict()) for (const auto& [key, inner] : v->entries()) todo.push_back(&inner);
+    }
+    EXPECT_GT(tensors, 0);
+  } else {
+    EXPECT_NE(state.find("param_groups"), nullptr);
+  }
 
   auto t = tp::Trainer(tp::FeedInput(mlp_flow()), mlp_with(make), tp::SingleDevice(), options);
   tp::learning_rate().set(t, 0.125);

@@ -130,7 +130,7 @@ TEST(PythonState, TrainingGoesOnInPythonFromTpsCheckpoint) {
 // tp computes.
 TEST(PythonState, PythonOpensATrainersCheckpoint) {
   TempDir dir("py_opens_ckpt");
-  auto trainer = mlp_trainer(2);
+  auto trainer = mlp_trainer(2, tp::EarlyStopping("val_loss", 3));
   trainer.train();
   const auto path = dir.path / tp::checkpoint_file_name(trainer.global_step());
   tp::save_checkpoint(trainer, path);
@@ -145,6 +145,15 @@ TEST(PythonState, PythonOpensATrainersCheckpoint) {
   EXPECT_EQ(python.find("global_step")->as_int(), 14);
   EXPECT_EQ(python.find("epoch")->as_int(), 2);
   EXPECT_DOUBLE_EQ(python.find("lr")->as_double(), 0.02);
+
+  // The checkpoint Python changed (a learning rate) and saved again: the run goes on with it.
+  auto resumed = mlp_trainer(3, tp::EarlyStopping("val_loss", 3));
+  tp::load_checkpoint(resumed, dir.path / "edited.ckpt");
+  EXPECT_EQ(resumed.global_step(), 14);
+  EXPECT_TRUE(torch::equal(resumed.model()->a->weight, trainer.model()->a->weight));
+  EXPECT_DOUBLE_EQ(resumed.replicas().optimizer().param_groups()[0].options().get_lr(), 0.005);
+  resumed.train();
+  EXPECT_EQ(resumed.global_step(), 21);
 }
 
 // What tp refuses, each with a message that names the file and the problem, loading nothing.

@@ -2,25 +2,20 @@
 // Checkpoint files: a trainer's whole state in one file that Python's torch.load opens, and that
 // says whether it is whole.
 //
-// The file is what torch.save writes (a zip whose data.pkl holds the dictionary of
-// trainer/trainer_state.hpp: state_dict, optimizer_states, epoch, global_step, tp), and its zip
-// comment, the file's last 120 bytes, is tp's trailer, in ASCII:
+// The file is what torch.save writes (a zip whose data.pkl holds the trainer's state tree of
+// trainer/trainer_state.hpp: state_dict, optimizer_states, epoch, global_step, loop, rng, input,
+// callbacks, tp), and its zip comment, the file's last 120 bytes, is tp's trailer, in ASCII:
 //
 //   TPCKPT 2 payload=<16 hex> crc32c=<8 hex> time_ms=<16 hex> step=<16 hex> epoch=<16 hex>\n
 //
 // payload is the byte count before the trailer, crc32c their checksum, time_ms the write time
 // (Unix milliseconds); step and epoch are also inside, and here so that listing checkpoints need
 // not unpickle them. (Hex digits never spell the zip's end-of-directory mark "PK\5\6", which
-// readers search for from the end.) Files of version 1 (tp before Python could read them) are
-// still read:
+// readers search for from the end.)
 //
-//   bytes 0-7    "TPCKPT" 0 1            magic and format version
-//         8-15   payload size            little-endian, like every field
-//         16-19  CRC-32C of the payload
-//         20-23  reserved (0)
-//         24-31  write time, Unix milliseconds
-//         32-47  global_step, epoch_num
-//         48-    payload                 the trainer's state as one LibTorch archive
+// A checkpoint that Python loaded, changed (a learning rate) and saved with torch.save has no
+// trailer: it loads all the same, its records checked by the zip's own CRC-32s, and ModelSaver's
+// next checkpoint is sealed again.
 //
 // Files are written atomically (a temporary file, fsync, rename), so a crash never leaves a
 // file under a checkpoint's name that is not whole; the checksum catches what happens to it
@@ -36,10 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/serialize/input-archive.h>
-
 #include <tp/compiled_part.hpp>
-#include <tp/detail/archive.hpp>
 #include <tp/detail/python_pickle.hpp>
 #include <tp/state_dict.hpp>
 
@@ -52,24 +44,13 @@ struct checkpoint_info {
   std::int64_t time_ms = 0;           // when it was written, Unix milliseconds
   std::uint64_t payload_bytes = 0;
   std::uint32_t payload_crc32c = 0;
-  int file_version = 2;               // 1: tp's header and a LibTorch archive; 2: torch.save's zip
+  // false: a torch.save file without tp's trailer (a checkpoint Python changed and saved again),
+  // checked only by its zip's own CRC-32 of each record.
+  bool sealed = true;
 };
 
 namespace detail {
-inline constexpr char checkpoint_magic[8] = {'T', 'P', 'C', 'K', 'P', 'T', 0, 1};
-inline constexpr std::size_t checkpoint_header_bytes = 48;
 inline constexpr std::size_t checkpoint_trailer_bytes = 120;
-
-template <class T>
-void put_le(unsigned char* at, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) at[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(value) >> (8 * i));
-}
-template <class T>
-T get_le(const unsigned char* at) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(at[i]) << (8 * i);
-  return static_cast<T>(v);
-}
 
 [[noreturn]] inline void bad_checkpoint(const std::filesystem::path& path, const std::string& why) {
   throw checkpoint_error("tp: checkpoint " + path.string() + " " + why);
@@ -89,8 +70,7 @@ inline std::string checkpoint_file_name(std::int64_t global_step) {
 TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
                                          std::int64_t epoch_num);
 
-// The header (version 1) or trailer (version 2) of a checkpoint file; throws checkpoint_error
-// if it is not one.
+// What a checkpoint file's trailer says; throws checkpoint_error if it is not one.
 TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path);
 
 namespace detail {
@@ -102,8 +82,7 @@ struct checked_checkpoint {
 TP_DECL checked_checkpoint read_checked_checkpoint(const std::filesystem::path& path);
 }  // namespace detail
 
-// The bytes a checkpoint's state is read from, checked whole (size and checksum): the LibTorch
-// archive after a version 1 header, the whole file of version 2. Throws checkpoint_error saying
+// A checkpoint file's bytes, checked whole (size and checksum). Throws checkpoint_error saying
 // what is wrong.
 inline std::string read_checkpoint_payload(const std::filesystem::path& path) { return detail::read_checked_checkpoint(path).payload; }
 
@@ -122,13 +101,7 @@ void load_checked_checkpoint(Trainer& trainer, const checked_checkpoint& checked
   const auto& path = checked.info.path;
   const auto& payload = checked.payload;
   try {
-    if (checked.info.file_version == 1) {
-      torch::serialize::InputArchive archive;
-      archive.load_from(payload.data(), payload.size());
-      trainer.load_state(archive);
-    } else {
-      trainer.load_state_dict(read_torch_save(payload, path.string()), path.string());
-    }
+    trainer.load_state_dict(to_ivalue(read_torch_save(payload, path.string()), path.string()), path.string());
   } catch (const checkpoint_error& e) {
     bad_checkpoint(path, "does not fit this trainer: " + std::string(e.what()));
   } catch (const c10::Error& e) {
@@ -245,7 +218,7 @@ TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, cons
   bytes[n - 1] = static_cast<char>(detail::checkpoint_trailer_bytes >> 8);
   checkpoint_info info{path, global_step, epoch_num,
                        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                       n, detail::crc32c(bytes.data(), n), 2};
+                       n, detail::crc32c(bytes.data(), n)};
   const auto trailer = detail::checkpoint_trailer(info);
   detail::atomic_file_writer file(path);
   file.write(bytes.data(), n);
@@ -257,17 +230,10 @@ TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, cons
 TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) detail::bad_checkpoint(path, "cannot be opened");
-  unsigned char header[detail::checkpoint_header_bytes];
-  in.read(reinterpret_cast<char*>(header), sizeof header);
-  const auto got = static_cast<std::size_t>(in.gcount());
-  if (got >= 8 && std::memcmp(header, detail::checkpoint_magic, 8) == 0) {
-    if (got != sizeof header)
-      detail::bad_checkpoint(path, "is truncated: it ends inside its " + std::to_string(sizeof header) + "-byte header (" + std::to_string(got) + " bytes)");
-    return {path, detail::get_le<std::int64_t>(header + 32), detail::get_le<std::int64_t>(header + 40), detail::get_le<std::int64_t>(header + 24),
-            detail::get_le<std::uint64_t>(header + 8), detail::get_le<std::uint32_t>(header + 16), 1};
-  }
-  if (got < 4 || std::memcmp(header, "PK\3\4", 4) != 0)
-    detail::bad_checkpoint(path, "is not a tp checkpoint (it is neither a zip as torch.save writes nor starts with TPCKPT)");
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  if (in.gcount() != sizeof magic || std::memcmp(magic, "PK\3\4", 4) != 0)
+    detail::bad_checkpoint(path, "is not a tp checkpoint (it is not a zip as torch.save writes)");
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   std::string trailer(detail::checkpoint_trailer_bytes, '\0');
@@ -277,6 +243,20 @@ TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path) 
     in.read(trailer.data(), static_cast<std::streamsize>(trailer.size()));
   }
   auto info = detail::parse_checkpoint_trailer(trailer);
+  // A zip's end-of-directory record without a comment: torch.save's own file (a checkpoint
+  // Python loaded, changed and saved), whole as far as the zip can tell.
+  if (!info && !ec && size >= 22 && std::memcmp(trailer.data() + trailer.size() - 22, "PK\5\6", 4) == 0 &&
+      trailer[trailer.size() - 2] == 0 && trailer[trailer.size() - 1] == 0) {
+    const auto content = detail::read_torch_save(path);
+    const auto* step = content.is_dict() ? content.find("global_step") : nullptr;
+    const auto* epoch = content.is_dict() ? content.find("epoch") : nullptr;
+    if (!step || !epoch || step->type() != detail::py_value::kind::integer || epoch->type() != detail::py_value::kind::integer)
+      detail::bad_checkpoint(path, "is a torch.save file without global_step and epoch: not a tp checkpoint (a state_dict loads with "
+                                   "tp::load_state_dict)");
+    checkpoint_info unsealed{path, step->as_int(), epoch->as_int(), 0, size, 0};
+    unsealed.sealed = false;
+    return unsealed;
+  }
   if (!info)
     detail::bad_checkpoint(path, "is truncated, or not a tp checkpoint: it has no tp trailer at its end (a torch.save file of a "
                                  "model's state_dict loads with tp::load_state_dict)");
@@ -295,16 +275,14 @@ TP_DECL checked_checkpoint read_checked_checkpoint(const std::filesystem::path& 
   auto info = read_checkpoint_info(path);
   std::error_code ec;
   const auto file_size = std::filesystem::file_size(path, ec);
-  const auto start = info.file_version == 1 ? detail::checkpoint_header_bytes : 0;
-  const auto expected = info.file_version == 1 ? start + info.payload_bytes : info.payload_bytes + detail::checkpoint_trailer_bytes;
+  const auto expected = info.payload_bytes + (info.sealed ? detail::checkpoint_trailer_bytes : 0);
   if (ec || file_size != expected)
-    detail::bad_checkpoint(path, "is truncated: it holds " + std::to_string(file_size) + " bytes but its header says " + std::to_string(expected));
+    detail::bad_checkpoint(path, "is truncated: it holds " + std::to_string(file_size) + " bytes but its trailer says " + std::to_string(expected));
   std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(start));
-  std::string payload(expected - start, '\0');
+  std::string payload(expected, '\0');
   in.read(payload.data(), static_cast<std::streamsize>(payload.size()));
   if (in.gcount() != static_cast<std::streamsize>(payload.size())) detail::bad_checkpoint(path, "could not be read whole");
-  if (detail::crc32c(payload.data(), info.payload_bytes) != info.payload_crc32c)
+  if (info.sealed && detail::crc32c(payload.data(), info.payload_bytes) != info.payload_crc32c)
     detail::bad_checkpoint(path, "is corrupt: its checksum does not match its content");
   return {std::move(info), std::move(payload)};
 }
@@ -331,28 +309,13 @@ TP_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpo
 TP_DECL std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path) {
   const auto [info, payload] = detail::read_checked_checkpoint(path);
   std::vector<std::pair<std::string, torch::Tensor>> weights;
-  try {
-    if (info.file_version == 2) {
-      const auto content = detail::read_torch_save(payload, path.string());
-      const std::string source = path.string();  // named: g++ 14 takes a reference returned next to a temporary for a dangling one
-      const auto& saved = detail::state_dict_in(content, source);
-      for (const auto& [key, value] : saved.entries()) {
-        if (key.type() != detail::py_value::kind::string || value.type() != detail::py_value::kind::tensor)
-          detail::bad_checkpoint(path, "has a state_dict entry that is not a tensor by name");
-        weights.emplace_back(key.as_string(), value.tensor());
-      }
-      return weights;
-    }
-    torch::serialize::InputArchive archive, model;
-    archive.load_from(payload.data(), payload.size());
-    detail::read_archive(archive, "model", model);
-    const auto names = detail::read_value(model, "names");
-    if (!names.isString()) detail::bad_checkpoint(path, "has no list of tensor names");
-    std::stringstream lines(names.toStringRef());
-    for (std::string name; std::getline(lines, name);)
-      weights.emplace_back(name, detail::read_tensor(model, "t" + std::to_string(weights.size())));
-  } catch (const c10::Error& e) {
-    detail::bad_checkpoint(path, "cannot be read: " + std::string(e.what_without_backtrace()));
+  const auto content = detail::read_torch_save(payload, path.string());
+  const std::string source = path.string();  // named: g++ 14 takes a reference returned next to a temporary for a dangling one
+  const auto& saved = detail::state_dict_in(content, source);
+  for (const auto& [key, value] : saved.entries()) {
+    if (key.type() != detail::py_value::kind::string || value.type() != detail::py_value::kind::tensor)
+      detail::bad_checkpoint(path, "has a state_dict entry that is not a tensor by name");
+    weights.emplace_back(key.as_string(), value.tensor());
   }
   return weights;
 }
@@ -360,14 +323,7 @@ TP_DECL std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(co
 TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& module) {
   const auto [info, payload] = detail::read_checked_checkpoint(path);
   try {
-    if (info.file_version == 2) {
-      load_state_dict(module, detail::read_torch_save(payload, path.string()), StateDictOptions(), path.string());
-      return;
-    }
-    torch::serialize::InputArchive archive, model;
-    archive.load_from(payload.data(), payload.size());
-    detail::read_archive(archive, "model", model);
-    detail::load_module(model, module);
+    load_state_dict(module, detail::read_torch_save(payload, path.string()), StateDictOptions(), path.string());
   } catch (const checkpoint_error& e) {
     detail::bad_checkpoint(path, std::string("does not fit this model: ") + e.what());
   } catch (const c10::Error& e) {

@@ -15,7 +15,7 @@
 
 #include <torch/optim.h>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 #include <tp/optim/lamb.hpp>
 #include <tp/optim/lars.hpp>
 #include <tp/optim/nadam.hpp>
@@ -39,12 +39,12 @@ namespace detail {
 // For a setter's checkpoint: the value itself, for a hyperparameter that lives outside the
 // optimizer (the optimizer's own state holds the others).
 template <class Param, class Trainer>
-void save_hyperparam(Param& param, Trainer& trainer, OutputArchive& archive) {
-  archive.write("value", c10::IValue(param.get(trainer)));
+void save_hyperparam(Param& param, Trainer& trainer, state_tree& out) {
+  out.put("value", param.get(trainer));
 }
 template <class Param, class Trainer>
-void load_hyperparam(Param& param, Trainer& trainer, InputArchive& archive) {
-  param.set(trainer, read_double(archive, "value"));
+void load_hyperparam(Param& param, Trainer& trainer, const state_tree& in) {
+  param.set(trainer, in.real("value"));
 }
 }  // namespace detail
 

@@ -32,7 +32,7 @@
 
 #include <tp/compiled_part.hpp>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 #include <tp/gradient_processing.hpp>
 
 namespace tp {
@@ -82,13 +82,13 @@ class LossScaler {
   bool step(torch::optim::Optimizer& optimizer);
 
   // For checkpoints.
-  void save(detail::OutputArchive& archive) const {
-    archive.write("scale", c10::IValue(scale_));
-    archive.write("growth_tracker", c10::IValue(growth_tracker_));
+  void save(state_tree& out) const {
+    out.put("scale", scale_);
+    out.put("growth_tracker", growth_tracker_);
   }
-  void load(detail::InputArchive& archive) {
-    const double s = detail::read_double(archive, "scale");
-    const auto tracker = detail::read_int(archive, "growth_tracker");
+  void load(const state_tree& in) {
+    const double s = in.real("scale");
+    const auto tracker = in.integer("growth_tracker");
     if (!(s > 0) || !std::isfinite(s) || tracker < 0)
       throw checkpoint_error("the checkpoint's loss scale (" + std::to_string(s) + ", after " + std::to_string(tracker) +
                              " updates) is not a valid state; the checkpoint is corrupt");

@@ -25,6 +25,7 @@
 #include <tp/compiled_part.hpp>
 #include <tp/detail/python_pickle.hpp>
 #include <tp/optim/torch_optim_state.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp {
 
@@ -46,6 +47,14 @@ struct state_dict_report {
 };
 
 namespace detail {
+// A module's parameters and buffers by name: parameters first, then buffers.
+inline std::vector<std::pair<std::string, torch::Tensor>> module_tensors(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> all;
+  for (const auto& p : module.named_parameters(true)) all.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers(true)) all.emplace_back(b.key(), b.value());
+  return all;
+}
+
 // Writes a value as torch.save would, atomically.
 TP_DECL void write_torch_save(const std::filesystem::path& path, const c10::IValue& value);
 }  // namespace detail
@@ -53,8 +62,12 @@ TP_DECL void write_torch_save(const std::filesystem::path& path, const c10::IVal
 // The module's parameters and buffers by name, as Python's state_dict() has them.
 TP_DECL c10::impl::GenericDict state_dict_of(const torch::nn::Module& module);
 
-// Loads a state_dict (see detail::state_dict_in) from what detail::read_torch_save read;
-// `source` names it in errors. Throws checkpoint_error; nothing is loaded then.
+// Loads a state_dict (tensors by name, as state_dict_of gives); `source` names it in errors.
+// Throws checkpoint_error; nothing is loaded then.
+TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const c10::IValue& saved, const StateDictOptions& options,
+                                          const std::string& source);
+
+// Loads the state_dict in what detail::read_torch_save read (see detail::state_dict_in).
 TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
                                           const std::string& source);
 
@@ -78,7 +91,6 @@ TP_DECL void load_optimizer_state(torch::optim::Optimizer& optimizer, const std:
 #include <map>
 #include <stdexcept>
 
-#include <tp/detail/archive.hpp>
 #include <tp/detail/atomic_file.hpp>
 
 namespace tp {
@@ -125,27 +137,40 @@ TP_DECL c10::impl::GenericDict state_dict_of(const torch::nn::Module& module) {
 TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
                                           const std::string& source) {
   const auto& saved = detail::state_dict_in(content, source);
-  std::map<std::string, const torch::Tensor*> in_file;
-  std::vector<std::string> not_tensors;
+  auto tensors = state_tree::new_dict();
   for (const auto& [key, value] : saved.entries()) {
     if (key.type() != detail::py_value::kind::string) throw checkpoint_error(source + ": its state_dict has a key that is " + key.describe());
-    const auto& name = key.as_string();
+    // (Entries that are not tensors are kept as their description, for load_state_dict's message.)
+    tensors.insert_or_assign(key.as_string(), value.is_tensor() ? c10::IValue(value.tensor()) : c10::IValue(value.describe()));
+  }
+  return load_state_dict(module, tensors, options, source);
+}
+
+TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const c10::IValue& saved, const StateDictOptions& options,
+                                          const std::string& source) {
+  if (!saved.isGenericDict() || saved.toGenericDict().keyType()->kind() != c10::TypeKind::StringType)
+    throw checkpoint_error(source + ": its state_dict is " + state_tree::describe(saved) + ", not a dict of tensors by name");
+  std::map<std::string, torch::Tensor> in_file;
+  std::vector<std::string> not_tensors;
+  for (const auto& entry : saved.toGenericDict()) {
+    const auto& name = entry.key().toStringRef();
     if (!name.starts_with(options.prefix())) continue;
-    if (value.type() != detail::py_value::kind::tensor) not_tensors.push_back(name + " (" + value.describe() + ")");
-    else in_file[name.substr(options.prefix().size())] = &value.tensor();
+    const auto& value = entry.value();
+    if (!value.isTensor()) not_tensors.push_back(name + " (" + (value.isString() ? value.toStringRef() : state_tree::describe(value)) + ")");
+    else in_file[name.substr(options.prefix().size())] = value.toTensor();
   }
   state_dict_report report;
   std::vector<std::string> shapes;
   const auto mine = detail::module_tensors(module);
-  std::map<std::string, const torch::Tensor*> unused = in_file;
+  auto unused = in_file;
   for (const auto& [name, tensor] : mine) {
     const auto found = in_file.find(name);
     if (found == in_file.end()) {
       report.missing_keys.push_back(name);
       continue;
     }
-    if (found->second->sizes() != tensor.sizes())
-      shapes.push_back(name + " is " + c10::str(found->second->sizes()) + " in the file but " + c10::str(tensor.sizes()) + " here");
+    if (found->second.sizes() != tensor.sizes())
+      shapes.push_back(name + " is " + c10::str(found->second.sizes()) + " in the file but " + c10::str(tensor.sizes()) + " here");
     unused.erase(name);
   }
   for (const auto& [name, tensor] : unused) report.unexpected_keys.push_back(options.prefix() + name);
@@ -160,7 +185,7 @@ TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const detai
                            (options.prefix().empty() ? ", or take one submodule's keys with StateDictOptions().prefix(\"model.\")" : ""));
   torch::NoGradGuard no_grad;
   for (const auto& [name, tensor] : mine)
-    if (const auto found = in_file.find(name); found != in_file.end()) tensor.copy_(*found->second);  // converts the type, as Python's copy_
+    if (const auto found = in_file.find(name); found != in_file.end()) tensor.copy_(found->second);  // converts the type, as Python's copy_
   return report;
 }
 
@@ -187,9 +212,9 @@ TP_DECL void load_optimizer_state(torch::optim::Optimizer& optimizer, const std:
     if (index >= listed->items().size())
       throw checkpoint_error(path.string() + " holds " + std::to_string(listed->items().size()) + " optimizer states; asked for number " +
                              std::to_string(index));
-    optim::load_torch_optim_state(optimizer, listed->items()[index], path.string());
+    optim::load_torch_optim_state(optimizer, detail::to_ivalue(listed->items()[index], path.string()), path.string());
   } else {
-    optim::load_torch_optim_state(optimizer, content, path.string());
+    optim::load_torch_optim_state(optimizer, detail::to_ivalue(content, path.string()), path.string());
   }
 }
 

@@ -258,21 +258,16 @@ class Trainer {
   void put_text(std::string_view name, std::string_view text) { callbacks_.template send<detail::on_text_tag>(*this, name, text); }
 
   // --- state: what a checkpoint holds (trainer/trainer_state.hpp) ----------------------------
-  void save_state(torch::serialize::OutputArchive& archive) { detail::trainer_state<Trainer>::save(*this, archive); }
-  // Loads what save_state wrote; the next train() goes on from there. Call it before train(),
-  // or from a setup hook. A state that does not fit this trainer (another model, optimizer or
-  // set of stateful callbacks) throws tp::checkpoint_error naming the part, and leaves the model,
-  // optimizers and loop as they were.
-  void load_state(torch::serialize::InputArchive& archive) {
-    if (looping_) throw std::logic_error("tp::Trainer::load_state: called while training; call it before train() or from a setup hook");
-    detail::trainer_state<Trainer>::load(*this, archive);
-  }
-  // The same state as the dictionary a checkpoint file holds (Python's torch.load returns it),
-  // and back from what detail::read_torch_save read of one; `source` names it in errors.
-  c10::impl::GenericDict state_dict() { return detail::trainer_state<Trainer>::to_dict(*this); }
-  void load_state_dict(const detail::py_value& saved, const std::string& source) {
+  // The trainer's whole state as one tree of plain values: the dictionary a checkpoint file
+  // holds (Python's torch.load returns it). Its tensors are the trainer's own, not copies.
+  c10::impl::GenericDict state_dict() { return detail::trainer_state<Trainer>::save(*this).dict(); }
+  // Loads what state_dict gave, here or in a file; the next train() goes on from there. Call it
+  // before train(), or from a setup hook. A state that does not fit this trainer (another model,
+  // optimizer or set of stateful callbacks) throws tp::checkpoint_error naming the part, and
+  // leaves the model, optimizers and loop as they were; `source` names the state in errors.
+  void load_state_dict(const c10::IValue& saved, const std::string& source = "the state") {
     if (looping_) throw std::logic_error("tp::Trainer::load_state_dict: called while training; call it before train() or from a setup hook");
-    detail::trainer_state<Trainer>::from_dict(*this, saved, source);
+    detail::trainer_state<Trainer>::load(*this, saved, source);
   }
   // What the last checkpoint loaded changed of the layout (processes, batches per step, batch),
   // in one line; empty when it was the same.

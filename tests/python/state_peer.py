@@ -3,7 +3,8 @@
     state_peer.py train DIR OPTIMIZER K M    Python trains K steps, saves, trains M more
     state_peer.py resume DIR OPTIMIZER K M   Python goes on from a tp trainer's checkpoint of K steps
                                              (DIR/tp_k.ckpt) for M more
-    state_peer.py checkpoint DIR CHECKPOINT  opens a tp trainer's checkpoint as a user would
+    state_peer.py checkpoint DIR CHECKPOINT  opens a tp trainer's checkpoint as a user would, and
+                                             saves it with a learning rate of 0.005 (DIR/edited.ckpt)
     state_peer.py bad DIR                    writes the files tp must refuse
 
 DIR/data.pt (written by tp) holds x [32, 4], y [32, 3] and the first weight and bias of a
@@ -11,6 +12,7 @@ Linear(4, 3); step s trains on rows [8 (s % 4), 8 (s % 4) + 8) with the mean squ
 """
 import argparse
 import collections
+import copy
 import pickle
 import sys
 
@@ -78,7 +80,32 @@ elif command == "resume":
     torch.save(model.state_dict(), f"{directory}/python_after_tp.pt")
 elif command == "checkpoint":
     checkpoint = torch.load(sys.argv[3])
-    assert sorted(checkpoint) == ["epoch", "global_step", "optimizer_states", "state_dict", "tp"], sorted(checkpoint)
+    assert sorted(checkpoint) == ["callbacks", "epoch", "global_step", "input", "loop", "optimizer_states", "rng", "state_dict", "tp"], \
+        sorted(checkpoint)
+
+    # Every part is plain values: no archive, no bytes, no object; uint8 tensors only where
+    # torch keeps a generator's state.
+    def walk(value, where):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                assert isinstance(key, (str, int)), (where, key)
+                walk(inner, f"{where}/{key}")
+        elif isinstance(value, (list, tuple)):
+            for i, inner in enumerate(value):
+                walk(inner, f"{where}/{i}")
+        elif isinstance(value, torch.Tensor):
+            assert value.dtype != torch.uint8 or where.startswith("/rng/"), where
+        else:
+            assert value is None or isinstance(value, (bool, int, float, str)), (where, type(value))
+    walk(checkpoint, "")
+    assert checkpoint["callbacks"]["EarlyStopping(val_loss)"]["stalled"] == 0, checkpoint["callbacks"]
+    assert checkpoint["loop"] == {"steps_done": 7, "epoch_closed": True}, checkpoint["loop"]
+    assert sorted(checkpoint["input"]) == ["batch", "consumed", "datapoints", "flow", "world_size"], checkpoint["input"]
+    torch.set_rng_state(checkpoint["rng"]["cpu"])  # what torch.get_rng_state() gives
+    # A user's change before the run goes on: a lower learning rate.
+    edited = copy.deepcopy(checkpoint)
+    edited["optimizer_states"][0]["param_groups"][0]["lr"] = 0.005
+    torch.save(edited, f"{directory}/edited.ckpt")
     model = torch.nn.Sequential(collections.OrderedDict(a=torch.nn.Linear(6, 16), relu=torch.nn.ReLU(), b=torch.nn.Linear(16, 1)))
     model.load_state_dict(checkpoint["state_dict"], strict=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)

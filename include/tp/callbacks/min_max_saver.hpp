@@ -56,12 +56,12 @@ class BestSaver {
   // Its state in checkpoints, under a key of its own (two of them resume each their own).
   std::string state_key() const { return std::string(Goal == detail::plateau::minimize ? "MinSaver(" : "MaxSaver(") + plateau_.scalar() + ")"; }
   template <class Trainer>
-  void save_state(Trainer&, detail::OutputArchive& archive) {
-    plateau_.save(archive);
+  void save_state(Trainer&, state_tree& out) const {
+    plateau_.save(out);
   }
   template <class Trainer>
-  void load_state(Trainer&, detail::InputArchive& archive) {
-    plateau_.load(archive);
+  void load_state(Trainer&, const state_tree& in) {
+    plateau_.load(in);
   }
 
   const std::filesystem::path& path() const noexcept { return path_; }

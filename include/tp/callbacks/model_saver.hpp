@@ -179,7 +179,7 @@ class ModelSaver {
     index << "{\"latest\": \"" << (kept.empty() ? "" : kept.back().path.filename().string()) << "\", \"checkpoints\": [";
     for (std::size_t i = 0; i < kept.size(); ++i)
       index << (i ? ",\n  " : "\n  ") << "{\"file\": \"" << kept[i].path.filename().string() << "\", \"global_step\": " << kept[i].global_step
-            << ", \"epoch_num\": " << kept[i].epoch_num << ", \"time_ms\": " << kept[i].time_ms << ", \"bytes\": " << kept[i].payload_bytes + detail::checkpoint_header_bytes
+            << ", \"epoch_num\": " << kept[i].epoch_num << ", \"time_ms\": " << kept[i].time_ms << ", \"bytes\": " << kept[i].payload_bytes + detail::checkpoint_trailer_bytes
             << "}";
     index << "\n]}\n";
     detail::write_file_atomically(folder_ / index_name, index.str());

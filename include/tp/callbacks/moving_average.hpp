@@ -13,7 +13,7 @@
 
 #include <torch/types.h>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp {
 
@@ -57,13 +57,12 @@ class MovingAverage {
   // Its state in checkpoints, under a key of its own (two of them resume each their own).
   std::string state_key() const { return "MovingAverage(" + name_ + ")"; }
   template <class Trainer>
-  void save_state(Trainer&, detail::OutputArchive& archive) {
-    archive.write("has_average", c10::IValue(average_.defined()));
-    if (average_.defined()) archive.write("average", average_, /*is_buffer=*/true);
+  void save_state(Trainer&, state_tree& out) const {
+    out.put("average", average_.defined() ? c10::IValue(average_) : c10::IValue());  // None before the first step
   }
   template <class Trainer>
-  void load_state(Trainer&, detail::InputArchive& archive) {
-    average_ = detail::read_bool(archive, "has_average") ? detail::read_tensor(archive, "average") : torch::Tensor();
+  void load_state(Trainer&, const state_tree& in) {
+    average_ = in.value("average").isNone() ? torch::Tensor() : in.tensor("average").clone();
   }
 
   // The current average (undefined before the first step).

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 #include <tp/detail/plateau.hpp>
 #include <tp/hyperparam.hpp>
 
@@ -45,18 +45,15 @@ class ReduceOnPlateau {
   std::string state_key() const { return "ReduceOnPlateau(" + param_.name + ")"; }
   // For checkpoints.
   template <class Trainer>
-  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    detail::save_hyperparam(param_, trainer, archive);
-    detail::OutputArchive plateau;
+  void save_state(Trainer& trainer, state_tree& out) {
+    detail::save_hyperparam(param_, trainer, out);
+    auto plateau = out.child("plateau");
     plateau_.save(plateau);
-    archive.write("plateau", plateau);
   }
   template <class Trainer>
-  void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    detail::load_hyperparam(param_, trainer, archive);
-    detail::InputArchive plateau;
-    detail::read_archive(archive, "plateau", plateau);
-    plateau_.load(plateau);
+  void load_state(Trainer& trainer, const state_tree& in) {
+    detail::load_hyperparam(param_, trainer, in);
+    plateau_.load(in.at("plateau"));
   }
 
  private:

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 #include <tp/hyperparam.hpp>
 
 namespace tp {
@@ -64,12 +64,12 @@ class ScheduledHyperParamSetter {
   // Its state in checkpoints, under a key of its own (two of them resume each their own).
   std::string state_key() const { return "ScheduledHyperParamSetter(" + param_.name + ")"; }
   template <class Trainer>
-  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    detail::save_hyperparam(param_, trainer, archive);
+  void save_state(Trainer& trainer, state_tree& out) {
+    detail::save_hyperparam(param_, trainer, out);
   }
   template <class Trainer>
-  void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    detail::load_hyperparam(param_, trainer, archive);
+  void load_state(Trainer& trainer, const state_tree& in) {
+    detail::load_hyperparam(param_, trainer, in);
   }
 
  private:
@@ -104,12 +104,12 @@ class HyperParamSetterWithFunc {
   // Its state in checkpoints, under a key of its own (two of them resume each their own).
   std::string state_key() const { return "HyperParamSetterWithFunc(" + param_.name + ")"; }
   template <class Trainer>
-  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    detail::save_hyperparam(param_, trainer, archive);
+  void save_state(Trainer& trainer, state_tree& out) {
+    detail::save_hyperparam(param_, trainer, out);
   }
   template <class Trainer>
-  void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    detail::load_hyperparam(param_, trainer, archive);
+  void load_state(Trainer& trainer, const state_tree& in) {
+    detail::load_hyperparam(param_, trainer, in);
   }
 
  private:

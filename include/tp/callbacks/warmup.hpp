@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 #include <tp/hyperparam.hpp>
 
 namespace tp {
@@ -38,15 +38,14 @@ class Warmup {
   std::string state_key() const { return "Warmup(" + param_.name + ")"; }
   // For checkpoints.
   template <class Trainer>
-  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    detail::save_hyperparam(param_, trainer, archive);
-    archive.write("has_target", c10::IValue(target_.has_value()));
-    archive.write("target", c10::IValue(target_.value_or(0.0)));
+  void save_state(Trainer& trainer, state_tree& out) {
+    detail::save_hyperparam(param_, trainer, out);
+    out.put("target", target_ ? c10::IValue(*target_) : c10::IValue());
   }
   template <class Trainer>
-  void load_state(Trainer& trainer, detail::InputArchive& archive) {
-    detail::load_hyperparam(param_, trainer, archive);
-    target_ = detail::read_bool(archive, "has_target") ? std::optional<double>(detail::read_double(archive, "target")) : std::nullopt;
+  void load_state(Trainer& trainer, const state_tree& in) {
+    detail::load_hyperparam(param_, trainer, in);
+    target_ = in.optional_real("target");
   }
 
  private:

@@ -21,7 +21,8 @@
 #include <torch/types.h>
 
 #include <tp/concepts/callback.hpp>
-#include <tp/detail/archive.hpp>
+#include <tp/state_dict.hpp>
+#include <tp/state_tree.hpp>
 #include <tp/detail/forward_hooks.hpp>
 
 namespace tp {
@@ -63,14 +64,30 @@ class WeightEMA {
   }
 
   template <class Trainer>
-  void save_state(Trainer& trainer, detail::OutputArchive& archive) {
-    detail::save_named(archive, named(trainer));
+  void save_state(Trainer& trainer, state_tree& out) const {
+    auto average = out.child("average");  // by the model's names, as a state_dict
+    for (const auto& [name, t] : named(trainer)) average.put(name, t);
   }
+  // Every name, shape and type is checked before any average changes.
   template <class Trainer>
-  void load_state(Trainer& trainer, detail::InputArchive& archive) {
+  void load_state(Trainer& trainer, const state_tree& in) {
     if (average_.empty())
       for (const auto& [name, t] : detail::module_tensors(*trainer.model_module())) average_.push_back(t.detach().clone());
-    detail::load_named(archive, named(trainer));
+    const auto saved = in.at("average");
+    const auto tensors = named(trainer);
+    if (saved.keys().size() != tensors.size())
+      throw checkpoint_error("the checkpoint's '" + saved.path() + "' holds " + std::to_string(saved.keys().size()) +
+                             " averages but this model has " + std::to_string(tensors.size()) + " tensors; build the model as the run that saved it did");
+    std::vector<torch::Tensor> values;
+    for (const auto& [name, t] : tensors) {
+      auto v = saved.tensor(name);
+      if (v.sizes() != t.sizes() || v.scalar_type() != t.scalar_type())
+        throw checkpoint_error("the checkpoint's '" + saved.path() + "/" + name + "' is " + c10::str(v.scalar_type(), v.sizes()) +
+                               " but this model's is " + c10::str(t.scalar_type(), t.sizes()));
+      values.push_back(std::move(v));
+    }
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < values.size(); ++i) average_[i].copy_(values[i]);
     parameters_ = trainer.model_module()->parameters().size();
   }
 
@@ -80,7 +97,7 @@ class WeightEMA {
  private:
   // The averages under the model's names (checked on load).
   template <class Trainer>
-  detail::named_tensors named(Trainer& trainer) const {
+  std::vector<std::pair<std::string, torch::Tensor>> named(Trainer& trainer) const {
     auto tensors = detail::module_tensors(*trainer.model_module());
     if (tensors.size() != average_.size()) throw checkpoint_error("tp::WeightEMA: the model has changed since the averages began");
     for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].second = average_[i];

@@ -107,7 +107,6 @@ position position_in_pass(Flow& flow, dataflow_state pass_counters, std::int64_t
 template <class Flow>
 void check_movable(Flow& flow, const position& where) {
   const auto here = pass_layout_of(flow);
-  if (where.datapoints < 0) return;  // an old position: it holds only on its own layout, as before
   auto refuse = [](const std::string& why) { throw std::invalid_argument(why); };
   detail::walk_to_shard(flow, [&](auto& shard) {
     if constexpr (requires { shard.check_movable(where); }) shard.check_movable(where);
@@ -131,7 +130,6 @@ void check_movable(Flow& flow, const position& where) {
 template <class Flow>
 std::int64_t go_to(Flow& flow, const position& where) {
   const auto here = pass_layout_of(flow);
-  if (where.datapoints < 0) return where.consumed;
   if (here.shuffled_per_rank) return where.consumed * where.batch / here.datapoints_per_item;
   if (!here.sharded) return where.datapoints / here.datapoints_per_item;
   detail::walk_to_shard(flow, [&](auto& shard) {

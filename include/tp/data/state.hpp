@@ -24,12 +24,11 @@ using dataflow_state = std::vector<std::uint64_t>;
 // Where an input policy is in its dataflow: the dataflow's state before the current pass began,
 // how many batches of that pass this process has consumed, and where that is in the pass's
 // global order (data/pass_position.hpp): the datapoints every rank together has consumed, on
-// how many ranks, in batches of how many. (datapoints -1: not known, a position saved before tp
-// kept it; such a position restores only on the layout that saved it.)
+// how many ranks, in batches of how many.
 struct position {
   dataflow_state flow;
   std::int64_t consumed = 0;
-  std::int64_t datapoints = -1;
+  std::int64_t datapoints = 0;
   int world_size = 1;
   std::int64_t batch = 1;
   friend bool operator==(const position&, const position&) = default;

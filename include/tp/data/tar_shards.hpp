@@ -328,7 +328,7 @@ class tar_shards : public ranges::view_base {
   }
   // Whether a position saved on where.world_size ranks can be followed here; throws if not.
   void check_movable(const position& where) const {
-    if (where.datapoints < 0 || where.world_size == world_size_) return;
+    if (where.world_size == world_size_) return;
     if (where.datapoints == 0 || where.datapoints >= share_on(where.world_size) * where.world_size) return;  // a pass's start or end
     throw std::invalid_argument(
         "tp::data::tar_shards: the position was saved on " + std::to_string(where.world_size) + " ranks, " +
@@ -339,7 +339,7 @@ class tar_shards : public ranges::view_base {
   // Goes on at `where` (check_movable first): within a pass on the same number of ranks; from
   // another, a position at a pass's end makes the next pass an empty one (the one after starts anew).
   void go_to(const position& where) {
-    if (where.world_size == world_size_) return start_next_pass_at(std::max<std::int64_t>(where.datapoints, 0));
+    if (where.world_size == world_size_) return start_next_pass_at(where.datapoints);
     next_pass_start_ = where.datapoints <= 0 ? 0 : share_ * world_size_;
   }
 

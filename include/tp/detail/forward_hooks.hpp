@@ -10,6 +10,7 @@
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/hooks.hpp>
 #include <tp/detail/state_key.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp::detail {
 
@@ -37,13 +38,13 @@ template <class Self, class Inner, bool present = names_save_state<Inner>>
 struct forward_state {};
 template <class Self, class Inner>
 struct forward_state<Self, Inner, true> {
-  template <class Trainer, class Archive>
-  void save_state(Trainer& trainer, Archive& archive) {
-    static_cast<Self&>(*this).inner().save_state(trainer, archive);
+  template <class Trainer>
+  void save_state(Trainer& trainer, state_tree& out) {
+    static_cast<Self&>(*this).inner().save_state(trainer, out);
   }
-  template <class Trainer, class Archive>
-  void load_state(Trainer& trainer, Archive& archive) {
-    static_cast<Self&>(*this).inner().load_state(trainer, archive);
+  template <class Trainer>
+  void load_state(Trainer& trainer, const state_tree& in) {
+    static_cast<Self&>(*this).inner().load_state(trainer, in);
   }
   // The inner callback's key: wrapping a callback does not change where its state is kept.
   std::string state_key() const { return callback_state_key(static_cast<const Self&>(*this).inner()); }

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp::detail {
 
@@ -40,16 +40,16 @@ class plateau {
   std::optional<double> best() const noexcept { return best_; }
 
   // For checkpoints: what a resumed run needs to judge the next epochs as this one would.
-  void save(OutputArchive& archive) const {
-    archive.write("has_best", c10::IValue(best_.has_value()));
-    archive.write("best", c10::IValue(best_.value_or(0.0)));
-    archive.write("best_epoch", c10::IValue(std::int64_t{best_epoch_}));
-    archive.write("stalled", c10::IValue(std::int64_t{stalled_}));
+  // (best is None before the first value.)
+  void save(state_tree& out) const {
+    out.put("best", best_ ? c10::IValue(*best_) : c10::IValue());
+    out.put("best_epoch", std::int64_t{best_epoch_});
+    out.put("stalled", std::int64_t{stalled_});
   }
-  void load(InputArchive& archive) {
-    best_ = read_bool(archive, "has_best") ? std::optional<double>(read_double(archive, "best")) : std::nullopt;
-    best_epoch_ = static_cast<int>(read_int(archive, "best_epoch"));
-    stalled_ = static_cast<int>(read_int(archive, "stalled"));
+  void load(const state_tree& in) {
+    best_ = in.optional_real("best");
+    best_epoch_ = static_cast<int>(in.integer("best_epoch"));
+    stalled_ = static_cast<int>(in.integer("stalled"));
     latest_.reset();
   }
   int best_epoch() const noexcept { return best_epoch_; }

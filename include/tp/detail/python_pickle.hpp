@@ -142,6 +142,12 @@ TP_DECL py_value read_torch_save(const std::filesystem::path& path);
 // torch.jit._pickle.build_intlist and its kin, refused the same way.
 TP_DECL std::vector<char> torch_save_bytes(const c10::IValue& value);
 
+// A value read from a file as LibTorch's IValue (a tp::state_tree's values): dicts keyed by str
+// (or by int, as torch.optim keys its state), lists, tuples, numbers, strings, None and tensors.
+// Anything else (bytes, an object of a class this reader does not know), or a nesting deeper
+// than 64, is a checkpoint_error naming `path`, the value's place.
+TP_DECL c10::IValue to_ivalue(const py_value& value, const std::string& path);
+
 }  // namespace tp::detail
 
 #if TP_DEFINE_COMPILED_PART
@@ -583,6 +589,51 @@ TP_DECL py_value read_torch_save(const std::filesystem::path& path) {
   in.seekg(0);
   if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw checkpoint_error(path.string() + ": cannot be read");
   return read_torch_save(bytes, path.string());
+}
+
+TP_DECL c10::IValue to_ivalue(const py_value& value, const std::string& path) {
+  // Recursive, with a bound: a file may nest values a million deep.
+  const auto convert = [](const auto& self, const py_value& v, const std::string& where, int depth) -> c10::IValue {
+    if (depth > 64) throw checkpoint_error(where + " nests values more than 64 deep; a checkpoint's state never does");
+    using k = py_value::kind;
+    switch (v.type()) {
+      case k::none: return {};
+      case k::boolean: return v.as_bool();
+      case k::integer: return v.as_int();
+      case k::real: return v.as_double();
+      case k::string: return v.as_string();
+      case k::tensor: return v.tensor();
+      case k::list: {
+        c10::impl::GenericList out(c10::AnyType::get());
+        for (std::size_t i = 0; i < v.items().size(); ++i) out.push_back(self(self, v.items()[i], where + "/" + std::to_string(i), depth + 1));
+        return out;
+      }
+      case k::tuple: {
+        std::vector<c10::IValue> out;
+        for (std::size_t i = 0; i < v.items().size(); ++i) out.push_back(self(self, v.items()[i], where + "/" + std::to_string(i), depth + 1));
+        return c10::ivalue::Tuple::create(std::move(out));
+      }
+      case k::dict: {
+        bool by_int = !v.entries().empty();
+        for (const auto& [key, item] : v.entries()) {
+          if (key.type() != k::string && key.type() != k::integer)
+            throw checkpoint_error(where + " has a key that is " + key.describe() + ", where a checkpoint's keys are str or int");
+          by_int = by_int && key.type() == k::integer;
+        }
+        c10::impl::GenericDict out(by_int ? c10::TypePtr(c10::IntType::get()) : c10::TypePtr(c10::StringType::get()), c10::AnyType::get());
+        for (const auto& [key, item] : v.entries()) {
+          if ((key.type() == k::integer) != by_int) throw checkpoint_error(where + " mixes str and int keys");
+          const auto name = by_int ? std::to_string(key.as_int()) : key.as_string();
+          auto converted = self(self, item, where + "/" + name, depth + 1);
+          if (by_int) out.insert_or_assign(key.as_int(), std::move(converted));
+          else out.insert_or_assign(key.as_string(), std::move(converted));
+        }
+        return out;
+      }
+      default: throw checkpoint_error(where + " is " + v.describe() + ", which a checkpoint's state never holds");
+    }
+  };
+  return convert(convert, value, path, 0);
 }
 
 TP_DECL std::vector<char> torch_save_bytes(const c10::IValue& value) {

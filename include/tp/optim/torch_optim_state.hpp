@@ -22,7 +22,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <tp/compiled_part.hpp>
-#include <tp/detail/python_pickle.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp::optim {
 
@@ -39,7 +39,7 @@ TP_DECL std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Opti
 
 // Loads torch.optim's state_dict() (as read from a torch.save file) into `optimizer`, all or
 // nothing; `source` names the file in errors. Throws checkpoint_error.
-TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const tp::detail::py_value& saved, const std::string& source);
+TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const c10::IValue& saved, const std::string& source);
 
 }  // namespace tp::optim
 
@@ -72,33 +72,41 @@ namespace detail {
 // Reads one param group or one parameter's state, naming what is missing or of the wrong kind.
 class py_fields {
  public:
-  py_fields(const tp::detail::py_value& value, std::string where) : value_(value), where_(std::move(where)) {
-    if (!value_.is_dict()) fail("is " + value_.describe() + ", not a dict");
+  py_fields(const c10::IValue& value, std::string where) : where_(std::move(where)) {
+    if (!value.isGenericDict()) fail("is " + tp::state_tree::describe(value) + ", not a dict");
+    dict_ = value.toGenericDict();
   }
-  const tp::detail::py_value& at(const char* key) const {
-    const auto* found = value_.find(key);
+  c10::IValue at(const char* key) const {
+    const auto found = find(key);
     if (!found) fail("has no '" + std::string(key) + "'" + kind_hint());
     return *found;
   }
   bool has(const char* key) const {
-    const auto* found = value_.find(key);
-    return found && found->type() != tp::detail::py_value::kind::none;
+    const auto found = find(key);
+    return found && !found->isNone();
   }
   double real(const char* key) const { return number(at(key), key); }
   bool boolean(const char* key) const {
     const auto& v = at(key);
-    if (v.type() != tp::detail::py_value::kind::boolean) fail("'" + std::string(key) + "' is " + v.describe() + ", not a bool");
-    return v.as_bool();
+    if (!v.isBool()) fail("'" + std::string(key) + "' is " + tp::state_tree::describe(v) + ", not a bool");
+    return v.toBool();
   }
   std::tuple<double, double> pair(const char* key) const {
+    const auto items = list(key);
+    if (items.size() != 2) fail("'" + std::string(key) + "' is " + tp::state_tree::describe(at(key)) + ", not a pair");
+    return {number(items[0], key), number(items[1], key)};
+  }
+  // A list's or tuple's items.
+  std::vector<c10::IValue> list(const char* key) const {
     const auto& v = at(key);
-    if ((v.type() != tp::detail::py_value::kind::list && v.type() != tp::detail::py_value::kind::tuple) || v.items().size() != 2) fail("'" + std::string(key) + "' is " + v.describe() + ", not a pair");
-    return {number(v.items()[0], key), number(v.items()[1], key)};
+    if (v.isList()) return v.toListRef().vec();
+    if (v.isTuple()) return v.toTupleRef().elements().vec();
+    fail("'" + std::string(key) + "' is " + tp::state_tree::describe(v) + ", not a list");
   }
   torch::Tensor tensor(const char* key, const torch::Tensor& like) const {
     const auto& v = at(key);
-    if (v.type() != tp::detail::py_value::kind::tensor) fail("'" + std::string(key) + "' is " + v.describe() + ", not a tensor");
-    const auto& t = v.tensor();
+    if (!v.isTensor()) fail("'" + std::string(key) + "' is " + tp::state_tree::describe(v) + ", not a tensor");
+    const auto& t = v.toTensor();
     if (t.sizes() != like.sizes())
       fail("'" + std::string(key) + "' has shape " + c10::str(t.sizes()) + " but the parameter's is " + c10::str(like.sizes()) +
            ": the file is the state of another model's optimizer");
@@ -108,31 +116,43 @@ class py_fields {
   // torch.optim's step counts: a tensor (PyTorch >= 1.12), or a number (older, and RMSprop).
   std::int64_t count(const char* key) const {
     const auto& v = at(key);
-    const double n = v.type() == tp::detail::py_value::kind::tensor && v.tensor().numel() == 1 ? v.tensor().item<double>() : number(v, key);
+    const double n = v.isTensor() && v.toTensor().numel() == 1 ? v.toTensor().item<double>() : number(v, key);
     if (!(n >= 0) || n != static_cast<double>(static_cast<std::int64_t>(n))) fail("'" + std::string(key) + "' is not a whole count");
     return static_cast<std::int64_t>(n);
   }
+  // A number or a one-element tensor (as Python keeps NAdam's mu_product).
+  double scalar(const char* key) const {
+    const auto& v = at(key);
+    return v.isTensor() && v.toTensor().numel() == 1 ? v.toTensor().item<double>() : number(v, key);
+  }
   // Keys this reader does not know, which the optimizer would silently drop.
   void only(std::initializer_list<const char*> known) const {
-    for (const auto& [key, v] : value_.entries()) {
+    for (const auto& entry : dict_) {
+      const std::string key = entry.key().isString() ? entry.key().toStringRef() : tp::state_tree::describe(entry.key());
       bool ok = false;
-      for (const char* k : known) ok = ok || (key.type() == tp::detail::py_value::kind::string && key.as_string() == k);
-      if (!ok) fail("has '" + (key.type() == tp::detail::py_value::kind::string ? key.as_string() : key.describe()) + "', which " + kind_ +
-                    "'s state has not: the file is another optimizer's state");
+      for (const char* k : known) ok = ok || (entry.key().isString() && key == k);
+      if (!ok) fail("has '" + key + "', which " + kind_ + "'s state has not: the file is another optimizer's state");
     }
   }
+  const c10::impl::GenericDict& dict() const noexcept { return dict_; }
   void set_kind(std::string kind) { kind_ = std::move(kind); }
   [[noreturn]] void fail(const std::string& what) const { throw checkpoint_error(where_ + " " + what); }
 
  private:
-  double number(const tp::detail::py_value& v, const char* key) const {
-    using k = tp::detail::py_value::kind;
-    if (v.type() != k::real && v.type() != k::integer && v.type() != k::boolean)
-      fail("'" + std::string(key) + "' is " + v.describe() + ", not a number");
-    return v.as_double();
+  std::optional<c10::IValue> find(const char* key) const {
+    if (!dict_.keyType()->isSubtypeOf(*c10::StringType::get())) return std::nullopt;
+    const auto found = dict_.find(std::string(key));
+    if (found == dict_.end()) return std::nullopt;
+    return found->value();
+  }
+  double number(const c10::IValue& v, const char* key) const {
+    if (v.isDouble()) return v.toDouble();
+    if (v.isInt()) return static_cast<double>(v.toInt());
+    if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+    fail("'" + std::string(key) + "' is " + tp::state_tree::describe(v) + ", not a number");
   }
   std::string kind_hint() const { return kind_.empty() ? "" : ", which " + kind_ + "'s has: the file is another optimizer's state"; }
-  const tp::detail::py_value& value_;
+  c10::impl::GenericDict dict_ = tp::state_tree::new_dict();
   std::string where_;
   std::string kind_;
 };
@@ -264,8 +284,7 @@ struct nadam_family {
   static std::unique_ptr<state> read(const py_fields& s, const torch::Tensor& p) {
     s.only({"step", "mu_product", "exp_avg", "exp_avg_sq"});
     auto st = std::make_unique<state>();
-    const auto& mu = s.at("mu_product");
-    const double mu_product = mu.type() == tp::detail::py_value::kind::tensor ? mu.tensor().item<float>() : mu.as_double();
+    const double mu_product = s.scalar("mu_product");  // Python keeps it as a float32 tensor
     st->step(s.count("step")).mu_product(mu_product).exp_avg(s.tensor("exp_avg", p)).exp_avg_sq(s.tensor("exp_avg_sq", p));
     return st;
   }
@@ -348,44 +367,43 @@ TP_DECL std::optional<c10::IValue> to_torch_optim_state(const torch::optim::Opti
   return out;
 }
 
-TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const tp::detail::py_value& saved, const std::string& source) {
+TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const c10::IValue& saved, const std::string& source) {
   const bool known = detail::visit_family(optimizer, [&](auto family) {
     using family_t = decltype(family);
     const std::string kind = family_t::name;
     detail::py_fields top(saved, source + ": the optimizer state");
-    const auto& groups = top.at("param_groups");
-    const auto& state = top.at("state");
-    if (groups.type() != tp::detail::py_value::kind::list) top.fail("has param_groups that are " + groups.describe() + ", not a list");
-    if (!state.is_dict()) top.fail("has a state that is " + state.describe() + ", not a dict");
+    const auto groups = top.list("param_groups");
+    const auto state = top.at("state");
+    if (!state.isGenericDict()) top.fail("has a state that is " + tp::state_tree::describe(state) + ", not a dict");
     auto& mine = optimizer.param_groups();
-    if (groups.items().size() != mine.size())
-      top.fail("has " + std::to_string(groups.items().size()) + " param groups but this " + kind + " has " + std::to_string(mine.size()));
+    if (groups.size() != mine.size())
+      top.fail("has " + std::to_string(groups.size()) + " param groups but this " + kind + " has " + std::to_string(mine.size()));
     // Staged: nothing changes in the optimizer until everything has been read.
     std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> options;
     std::vector<std::pair<decltype(detail::param_state_key(optimizer.state(), torch::Tensor())), std::unique_ptr<typename family_t::state>>> states;
-    std::map<std::int64_t, const tp::detail::py_value*> by_index;
-    for (const auto& [key, value] : state.entries()) {
-      if (key.type() != tp::detail::py_value::kind::integer) top.fail("has a state keyed by " + key.describe() + ", not by a parameter's index");
-      by_index[key.as_int()] = &value;
+    std::map<std::int64_t, c10::IValue> by_index;
+    for (const auto& entry : state.toGenericDict()) {
+      if (!entry.key().isInt()) top.fail("has a state keyed by " + tp::state_tree::describe(entry.key()) + ", not by a parameter's index");
+      by_index[entry.key().toInt()] = entry.value();
     }
     std::size_t index = 0;
     for (std::size_t g = 0; g < mine.size(); ++g) {
-      detail::py_fields group(groups.items()[g], source + ": param group " + std::to_string(g) + " of the optimizer state");
+      detail::py_fields group(groups[g], source + ": param group " + std::to_string(g) + " of the optimizer state");
       group.set_kind(kind);
       auto o = std::make_unique<typename family_t::options>(static_cast<const typename family_t::options&>(mine[g].options()));
       family_t::read(group, *o);
       if (group.has("maximize") && group.boolean("maximize")) group.fail("has maximize=True, which LibTorch's " + kind + " does not do");
-      const auto& params = group.at("params");
-      if (params.type() != tp::detail::py_value::kind::list || params.items().size() != mine[g].params().size())
-        group.fail("has " + params.describe() + " as params but this " + kind + "'s group " + std::to_string(g) + " has " +
+      const auto params = group.list("params");
+      if (params.size() != mine[g].params().size())
+        group.fail("has " + std::to_string(params.size()) + " params but this " + kind + "'s group " + std::to_string(g) + " has " +
                    std::to_string(mine[g].params().size()) + " parameters: the file is the state of another model's optimizer");
-      for (std::size_t i = 0; i < params.items().size(); ++i, ++index) {
-        const auto& id = params.items()[i];
-        if (id.type() != tp::detail::py_value::kind::integer) group.fail("lists a parameter that is " + id.describe() + ", not an index");
-        const auto found = by_index.find(id.as_int());
+      for (std::size_t i = 0; i < params.size(); ++i, ++index) {
+        const auto& id = params[i];
+        if (!id.isInt()) group.fail("lists a parameter that is " + tp::state_tree::describe(id) + ", not an index");
+        const auto found = by_index.find(id.toInt());
         if (found == by_index.end()) continue;  // a parameter that has not stepped yet
         const auto& p = mine[g].params()[i];
-        detail::py_fields one(*found->second, source + ": the optimizer state of parameter " + std::to_string(index) + " (shape " +
+        detail::py_fields one(found->second, source + ": the optimizer state of parameter " + std::to_string(index) + " (shape " +
                                                   c10::str(p.sizes()) + ")");
         one.set_kind(kind);
         if (auto s = family_t::read(one, p)) states.emplace_back(detail::param_state_key(optimizer.state(), p), std::move(s));

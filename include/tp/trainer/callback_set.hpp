@@ -19,18 +19,15 @@
 #include <utility>
 #include <vector>
 
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
 #include <tp/checkpoint_error.hpp>
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/hooks.hpp>
-#include <tp/detail/archive.hpp>
 #include <tp/detail/callback_clock.hpp>
 #include <tp/detail/hook_dispatch.hpp>
 #include <tp/detail/phase_marker.hpp>
 #include <tp/detail/state_key.hpp>
 #include <tp/detail/type_name.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp::detail {
 
@@ -116,26 +113,18 @@ class callback_set {
     if constexpr (timed) send<on_epoch_times_tag>(trainer, clock_.read(epoch));
   }
 
-  // --- checkpoint state: "callback/KEY#N" (detail/state_key.hpp), and the list of keys ---
-  void save_state(Trainer& trainer, torch::serialize::OutputArchive& archive) {
-    std::string keys;
+  // --- checkpoint state: each stateful callback's tree under its key (detail/state_key.hpp) ---
+  void save_state(Trainer& trainer, state_tree& out) {
     for_each_stateful([&](auto& callback, const std::string& key) {
-      torch::serialize::OutputArchive one;
+      auto one = out.child(key);
       callback.save_state(trainer, one);
-      archive.write("callback/" + key, one);
-      keys += key;
-      keys += '\n';
     });
-    archive.write("callback/keys", c10::IValue(keys));
   }
   // Checks that the checkpoint holds exactly the state of this set's stateful callbacks before
   // loading any of it; a missing or unknown one is an error naming it.
-  void load_state(Trainer& trainer, torch::serialize::InputArchive& archive) {
+  void load_state(Trainer& trainer, const state_tree& in) {
     std::set<std::string> saved;
-    const auto listed = read_value(archive, "callback/keys");
-    if (!listed.isString()) throw checkpoint_error("the checkpoint entry 'callback/keys' is not a list of names");
-    const std::string& text = listed.toStringRef();
-    for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) saved.insert(text.substr(at, end - at));
+    for (const auto& key : in.keys()) saved.insert(key);
     std::vector<std::string> missing;
     for_each_stateful([&](auto&, const std::string& key) {
       if (saved.erase(key) == 0) missing.push_back(key);
@@ -147,11 +136,7 @@ class callback_set {
       throw checkpoint_error(message + " resume with the stateful callbacks the run was saved with (a callback with "
                                        "state_key() keeps its state under that name)");
     }
-    for_each_stateful([&](auto& callback, const std::string& key) {
-      torch::serialize::InputArchive one;
-      read_archive(archive, "callback/" + key, one);
-      callback.load_state(trainer, one);
-    });
+    for_each_stateful([&](auto& callback, const std::string& key) { callback.load_state(trainer, in.at(key)); });
   }
 
   // The callback of type C (which must appear once), or the I-th callback.

@@ -2,18 +2,16 @@
 // Where the loop is: the counters callbacks read (epoch_num, local_step, global_step), and what
 // a checkpoint needs to resume at the exact step (steps done in the epoch, whether its end has
 // begun). Lightning keeps these as its loops' progress; here they are one value with its own
-// checkpoint keys (loop/*).
+// part of a checkpoint (loop).
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
+#include <tp/checkpoint_error.hpp>
 #include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>
-#include <tp/detail/archive.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp::detail {
 
@@ -56,18 +54,25 @@ struct loop_position {
     return epoch_closed ? resume_point{epoch_num + 1, 0} : resume_point{epoch_num, steps_done};
   }
 
-  void save(torch::serialize::OutputArchive& archive) const {
-    archive.write("loop/epoch_num", c10::IValue(std::int64_t{epoch_num}));
-    archive.write("loop/steps_done", c10::IValue(steps_done));
-    archive.write("loop/epoch_closed", c10::IValue(epoch_closed));
-    archive.write("loop/global_step", c10::IValue(global_step));
+  // In a checkpoint's root: epoch and global_step (Lightning's names), and
+  // loop: {steps_done, epoch_closed}.
+  void save(state_tree& root) const {
+    root.put("epoch", std::int64_t{epoch_num});
+    root.put("global_step", global_step);
+    auto loop = root.child("loop");
+    loop.put("steps_done", steps_done);
+    loop.put("epoch_closed", epoch_closed);
   }
-  static loop_position read(torch::serialize::InputArchive& archive) {
+  static loop_position read(const state_tree& root) {
     loop_position saved;
-    saved.epoch_num = static_cast<int>(read_int(archive, "loop/epoch_num"));
-    saved.steps_done = read_int(archive, "loop/steps_done");
-    saved.epoch_closed = read_bool(archive, "loop/epoch_closed");
-    saved.global_step = read_int(archive, "loop/global_step");
+    saved.epoch_num = static_cast<int>(root.integer("epoch"));
+    saved.global_step = root.integer("global_step");
+    const auto loop = root.at("loop");
+    saved.steps_done = loop.integer("steps_done");
+    saved.epoch_closed = loop.boolean("epoch_closed");
+    if (saved.global_step < 0 || saved.steps_done < 0 || saved.steps_done > saved.global_step)
+      throw checkpoint_error("the checkpoint's loop position (global_step " + std::to_string(saved.global_step) + ", steps_done " +
+                             std::to_string(saved.steps_done) + ") is not one a run can reach");
     return saved;
   }
 };

@@ -16,8 +16,7 @@
 #include <ATen/core/Dict.h>
 
 #include <tp/checkpoint_error.hpp>
-#include <tp/detail/python_pickle.hpp>
-#include <tp/optim/torch_optim_state.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp::detail {
 
@@ -37,7 +36,7 @@ struct step_layout {
 
   // As a checkpoint file holds it; `towers` splits batches_per_step into its factors.
   c10::impl::GenericDict to_dict(std::int64_t towers) const {
-    auto layout = optim::detail::new_dict();
+    auto layout = state_tree::new_dict();
     layout.insert("processes", processes);
     layout.insert("batches_per_step", batches_per_step);
     layout.insert("batch", batch);
@@ -49,18 +48,15 @@ struct step_layout {
 
   // The layout in a checkpoint's tp section (`own`). `source` names the file in the error a
   // missing or malformed layout raises.
-  static step_layout read(const py_value& own, const std::string& source) {
-    const auto* layout = own.find("layout");
-    if (!layout || !layout->is_dict()) throw checkpoint_error(source + " has no tp/layout: it is not a whole tp checkpoint");
-    auto count = [&](const char* key, bool required) -> std::int64_t {
-      const auto* v = layout->find(key);
-      if (v && v->type() == py_value::kind::integer && v->as_int() >= 0) return v->as_int();
-      if (required) throw checkpoint_error(source + " has a layout without a whole count of " + key);
-      return 0;
+  static step_layout read(const state_tree& own, const std::string& source) {
+    if (!own.contains("layout")) throw checkpoint_error(source + " has no tp/layout: it is not a whole tp checkpoint");
+    const auto layout = own.at("layout");
+    auto count = [&](const char* key) {
+      const auto n = layout.integer(key);
+      if (n < 0) throw checkpoint_error(source + " has a layout with a negative " + key);
+      return n;
     };
-    const auto* precision = layout->find("precision");
-    return step_layout{count("processes", true), count("batches_per_step", true), count("batch", false),
-                       precision && precision->type() == py_value::kind::string ? precision->as_string() : std::string()};
+    return step_layout{count("processes"), count("batches_per_step"), count("batch"), layout.text("precision")};
   }
 
   // Whether a step takes the same batches on both: what a step of the user's cannot be carried

@@ -53,7 +53,7 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/detail/archive.hpp>
+#include <tp/state_dict.hpp>
 #include <tp/detail/micro_batches.hpp>
 #include <tp/detail/overlapping_reducer.hpp>
 #include <tp/policies/distribution/sharded_optimizer.hpp>
