@@ -59,6 +59,7 @@
 #include <torch/torch.h>
 
 #include "fashion_mnist_net.hpp"
+#include "flags.hpp"
 
 namespace {
 
@@ -171,9 +172,7 @@ flags parse(int argc, char** argv) {
   app.add_option("--profile-steps", f.profile_steps, "A:B writes a Chrome trace of steps A to B (global steps) to --logdir")
       ->default_str("none");
   app.add_option("--max-time", f.max_time, "seconds this run may take, its last checkpoint included (0: no limit)")->check(CLI::NonNegativeNumber);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "fashion_mnist: " + std::string(e.what()) + "\nrun fashion_mnist --help for the flags\n";
-  });
+  app.failure_message(examples::failure_message("fashion_mnist"));
   app.allow_extras();  // so that the error below names the first unknown argument, not all of them in reverse
   try {
     app.parse(argc, argv);

@@ -42,6 +42,7 @@
 #include <tp/tp.hpp>
 #include <torch/torch.h>
 
+#include "flags.hpp"
 #include "gpt_model.hpp"
 
 namespace {
@@ -130,7 +131,7 @@ flags parse(int argc, char** argv) {
   app.add_option("--start", f.start, "the text samples start from");
   app.add_option("--temperature", f.temperature)->check(CLI::PositiveNumber);
   app.add_option("--top-k", f.top_k, "sample from the k likeliest tokens (0: all)")->check(CLI::NonNegativeNumber);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) { return "gpt: " + std::string(e.what()) + "\nrun gpt --help for the flags\n"; });
+  app.failure_message(examples::failure_message("gpt"));
   try {
     app.parse(argc, argv);
     if (f.sample == 0 && f.data.empty()) throw CLI::ValidationError("--data is required to train (a text file or a token file)");

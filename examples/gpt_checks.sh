@@ -82,6 +82,7 @@ bad_input)
     grep -qF "$message" "$dir/out.log" || { cat "$dir/out.log"; fail "$* did not say: $message"; }
   }
   expect "no such file" --data "$dir/missing.txt"
+  expect "did you mean --max-iters for --max-iter?" --data "$text" --max-iter 5
   printf 'abc' >"$dir/train.bin"
   cp "$dir/train.bin" "$dir/val.bin"
   expect "an odd number" --data "$dir/train.bin"

@@ -42,6 +42,7 @@
 #include <torch/torch.h>
 
 #include "fashion_mnist_net.hpp"
+#include "flags.hpp"
 
 namespace {
 
@@ -76,9 +77,7 @@ flags parse(int argc, char** argv) {
   app.add_flag("--skip-bad-files", f.skip_bad_files, "leave out images that cannot be decoded (counted each pass) instead of stopping");
   app.add_option("--logdir", f.logdir, "where stats.json, TensorBoard events and checkpoints go");
   app.add_option("--min-accuracy", f.min_accuracy, "exit with status 1 if the final test accuracy is below this");
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "image_folder: " + std::string(e.what()) + "\nrun image_folder --help for the flags\n";
-  });
+  app.failure_message(examples::failure_message("image_folder"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

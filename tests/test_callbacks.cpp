@@ -1,4 +1,5 @@
 // Triggers, the progress bar and the console monitor: what each one shows or gates.
+#include <csignal>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -89,6 +90,27 @@ TEST(ProgressBar, PrintsOneLinePerEpochWhenNotATerminal) {
   EXPECT_NE(first.find("it/s in 0:00 loss 2.0000"), std::string::npos) << first;
   EXPECT_TRUE(second.starts_with("epoch 2/2 3/3 ")) << second;
   EXPECT_NE(second.find("loss 5.0000"), std::string::npos) << second;
+}
+
+// An epoch resumed after its third step (a stop signal in the step leaves the epoch open): its
+// rate and mean cost are over the four steps this run took, and the line says so.
+struct SignalInStepThree {
+  void before_step(auto& t) {
+    if (t.global_step() == 2) std::raise(SIGTERM);
+  }
+};
+TEST(ProgressBar, CountsAResumedEpochOverTheStepsThisRunTook) {
+  auto first = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(7), SignalInStepThree{});
+  first.train();
+  ASSERT_EQ(first.global_step(), 3);
+  std::ostringstream out;
+  auto second = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(7), tp::ProgressBar(out, false));
+  second.load_state_dict(first.state_dict());
+  // Costs 4 to 7 in the resumed steps: their mean is 5.5.
+  second.train([](auto& t) { return torch::tensor(double(t.global_step() + 1)); });
+  const auto text = out.str();
+  EXPECT_TRUE(text.starts_with("epoch 1/1 7/7 ")) << text;
+  EXPECT_NE(text.find("loss 5.5000 (resumed at step 3: 4 steps)"), std::string::npos) << text;
 }
 
 TEST(ProgressBar, RedrawsInPlaceOnATerminal) {

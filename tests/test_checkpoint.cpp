@@ -262,6 +262,68 @@ TEST(ModelSaver, KeepsTheNewestAndWritesAnIndex) {
   EXPECT_EQ(index.find("model-0000000021"), std::string::npos) << index;
 }
 
+// Whether two state trees hold the same values, tensors bit for bit.
+bool same_tree(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor() || b.isTensor()) {
+    if (!a.isTensor() || !b.isTensor()) return false;
+    const auto x = a.toTensor().contiguous(), y = b.toTensor().contiguous();
+    return x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+  }
+  if (a.isGenericDict() || b.isGenericDict()) {
+    if (!a.isGenericDict() || !b.isGenericDict() || a.toGenericDict().size() != b.toGenericDict().size()) return false;
+    auto other = b.toGenericDict();
+    for (const auto& entry : a.toGenericDict())
+      if (!other.contains(entry.key()) || !same_tree(entry.value(), other.at(entry.key()))) return false;
+    return true;
+  }
+  if (a.isList() || b.isList() || a.isTuple() || b.isTuple()) {
+    const auto items = [](const c10::IValue& v) { return v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec(); };
+    if ((!a.isList() && !a.isTuple()) || (!b.isList() && !b.isTuple())) return false;
+    const auto x = items(a), y = items(b);
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!same_tree(x[i], y[i])) return false;
+    return true;
+  }
+  return a == b;
+}
+
+// Written in the background or in the step, a checkpoint holds the same state.
+TEST(ModelSaver, WritesTheSameCheckpointInTheBackgroundAsInTheStep) {
+  TempDir background("saver_background"), inline_("saver_inline");
+  auto first = mlp_trainer(3, tp::ModelSaver(background.path));
+  first.train();
+  auto second = mlp_trainer(3, tp::ModelSaver(inline_.path).background(false));
+  second.train();
+  for (const auto* file : {"model-0000000007.ckpt", "model-0000000021.ckpt"}) {
+    const auto read = [&](const fs::path& p) { return tp::detail::to_ivalue(tp::detail::read_torch_save(p), p.string()); };
+    EXPECT_TRUE(same_tree(read(background.path / file), read(inline_.path / file))) << file;
+  }
+}
+
+// A write that fails (here: a folder stands where the file goes) leaves no checkpoint and no
+// temporary file, and stops training with its message: at the next save when in the background,
+// at once when in the step.
+TEST(ModelSaver, AWriteThatFailsStopsTrainingWithItsMessage) {
+  for (const bool background : {true, false}) {
+    SCOPED_TRACE(background ? "background" : "in the step");
+    TempDir dir("saver_fails");
+    fs::create_directories(dir.path / "model-0000000007.ckpt");
+    std::ostringstream log;
+    auto trainer = mlp_trainer(3, tp::ModelSaver(dir.path).background(background).log_to(log));
+    try {
+      trainer.train();
+      ADD_FAILURE() << "a checkpoint that could not be written went unreported";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("model-0000000007.ckpt: Is a directory"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(trainer.global_step(), background ? 14 : 7);  // in the background, the next save reports it
+    EXPECT_TRUE(tp::list_checkpoints(dir.path).empty());
+    for (const auto& entry : fs::directory_iterator(dir.path))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+}
+
 TEST(ModelSaver, KeepsOneCheckpointEveryHOursOfTheOlderOnes) {
   std::vector<tp::checkpoint_info> all;
   const std::int64_t hour = 3600'000;
@@ -287,6 +349,12 @@ TEST(ModelSaver, RunningAgainResumesAndMatchesAnUninterruptedRun) {
   EXPECT_NE(log.str().find("resumed from"), std::string::npos);
   EXPECT_NE(log.str().find("training goes on at epoch 3"), std::string::npos) << log.str();
   expect_bitwise_equal(weights_of(second), weights_of(reference));
+  // Once more: the run has nothing left to train, and says so.
+  std::ostringstream again_log;
+  auto again = mlp_trainer(4, tp::ModelSaver(dir.path).log_to(again_log));
+  again.train();
+  EXPECT_EQ(again.global_step(), 28);
+  EXPECT_NE(again_log.str().find("the run already finished its 4 epochs: nothing is left to train"), std::string::npos) << again_log.str();
 }
 
 TEST(ModelSaver, ACorruptLatestCheckpointFallsBackToThePreviousAndIsKept) {

@@ -70,6 +70,20 @@ inline std::string checkpoint_file_name(std::int64_t global_step) {
 TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
                                          std::int64_t epoch_num);
 
+namespace detail {
+// A checkpoint file's whole content, made in memory (the copy of the state a background write
+// works from), and what its trailer says; info.path is `path`, where it is meant to go.
+struct checkpoint_bytes {
+  std::vector<char> zip;  // torch.save's bytes, the comment's length set
+  std::string trailer;    // the comment: tp's trailer
+  checkpoint_info info;
+};
+TP_DECL checkpoint_bytes make_checkpoint_bytes(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
+                                               std::int64_t epoch_num);
+// Writes them to info.path atomically.
+TP_DECL void write_checkpoint_bytes(const checkpoint_bytes& file);
+}  // namespace detail
+
 // What a checkpoint file's trailer says; throws checkpoint_error if it is not one.
 TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path);
 
@@ -207,6 +221,13 @@ inline std::optional<checkpoint_info> parse_checkpoint_trailer(std::string_view 
 
 TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, const c10::IValue& content, std::int64_t global_step,
                                          std::int64_t epoch_num) {
+  const auto file = detail::make_checkpoint_bytes(path, content, global_step, epoch_num);
+  detail::write_checkpoint_bytes(file);
+  return file.info;
+}
+
+TP_DECL detail::checkpoint_bytes detail::make_checkpoint_bytes(const std::filesystem::path& path, const c10::IValue& content,
+                                                               std::int64_t global_step, std::int64_t epoch_num) {
   auto bytes = detail::torch_save_bytes(content);
   // The zip ends with its 22-byte end-of-directory record, whose last two bytes are the comment's
   // length (LibTorch writes none).
@@ -219,12 +240,15 @@ TP_DECL checkpoint_info write_checkpoint(const std::filesystem::path& path, cons
   checkpoint_info info{path, global_step, epoch_num,
                        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
                        n, detail::crc32c(bytes.data(), n)};
-  const auto trailer = detail::checkpoint_trailer(info);
-  detail::atomic_file_writer file(path);
-  file.write(bytes.data(), n);
-  file.write(trailer.data(), trailer.size());
-  file.commit();
-  return info;
+  auto trailer = detail::checkpoint_trailer(info);
+  return {std::move(bytes), std::move(trailer), std::move(info)};
+}
+
+TP_DECL void detail::write_checkpoint_bytes(const checkpoint_bytes& file) {
+  detail::atomic_file_writer out(file.info.path);
+  out.write(file.zip.data(), file.zip.size());
+  out.write(file.trailer.data(), file.trailer.size());
+  out.commit();
 }
 
 TP_DECL checkpoint_info read_checkpoint_info(const std::filesystem::path& path) {

@@ -145,23 +145,25 @@ class state_tree {
   static dict_type new_dict() { return dict_type(c10::StringType::get(), c10::AnyType::get()); }
 
   // A copy that shares nothing with `value`: its dictionaries and lists new, its tensors cloned
-  // (what a part restores when a load fails half-way).
-  static c10::IValue deep_copy(const c10::IValue& value) {
-    if (value.isTensor()) return value.toTensor().clone();
+  // (what a part restores when a load fails half-way), or copied to the CPU's memory with
+  // to_host (what a checkpoint written in the background works from).
+  static c10::IValue deep_copy(const c10::IValue& value, bool to_host = false) {
+    if (value.isTensor())
+      return to_host ? value.toTensor().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true) : value.toTensor().clone();
     if (value.isGenericDict()) {
       const auto from = value.toGenericDict();
       dict_type to(from.keyType(), from.valueType());
-      for (const auto& entry : from) to.insert(entry.key(), deep_copy(entry.value()));
+      for (const auto& entry : from) to.insert(entry.key(), deep_copy(entry.value(), to_host));
       return to;
     }
     if (value.isList()) {
       c10::impl::GenericList to(c10::AnyType::get());
-      for (const auto& item : value.toListRef()) to.push_back(deep_copy(item));
+      for (const auto& item : value.toListRef()) to.push_back(deep_copy(item, to_host));
       return to;
     }
     if (value.isTuple()) {
       std::vector<c10::IValue> to;
-      for (const auto& item : value.toTupleRef().elements()) to.push_back(deep_copy(item));
+      for (const auto& item : value.toTupleRef().elements()) to.push_back(deep_copy(item, to_host));
       return c10::ivalue::Tuple::create(std::move(to));
     }
     return value;

@@ -15,6 +15,12 @@
 // - Resuming skips (and keeps, renamed .corrupt) a checkpoint that is not whole.
 // - When a stop signal or the time budget interrupts training, it saves the step the run
 //   stopped after (the on-stop save), unless it has just saved that step.
+// - Saving copies the state into the CPU's memory at the step's end, and makes the file and writes
+//   it to disk on a thread of its own while training goes on (Lightning's AsyncCheckpointIO):
+//   at most one write is in flight, and the next save waits for it. A write that fails leaves
+//   no file under a checkpoint's name, and its error stops training at the next save or at the
+//   end of train(), with its message. train() returns once the last write is on disk.
+//   background(false) writes in the step instead.
 // - It runs after every other callback of the step or epoch (a checkpoint writer), so that the
 //   state it saves is the state at the end of it. Only the chief writes (in a sharded run, once
 //   every process has sent it its optimizer shard); every process resumes, from the checkpoint
@@ -32,6 +38,7 @@
 
 #include <tp/checkpoint.hpp>
 #include <tp/detail/atomic_file.hpp>
+#include <tp/detail/background_writer.hpp>
 #include <tp/detail/writable_folder.hpp>
 
 namespace tp {
@@ -83,9 +90,15 @@ class ModelSaver {
     resume_ = on;
     return *this;
   }
+  // Whether checkpoints are written to disk on a thread of their own (default true).
+  ModelSaver& background(bool on) {
+    background_ = on;
+    return *this;
+  }
 
   template <class Trainer>
   void setup(Trainer& trainer) {
+    writer_.wait();  // a second train(): the last one's write is on disk
     detail::make_writable_folder(folder_, "tp::ModelSaver: the checkpoint folder");
     if (trainer.is_chief()) remove_partial_writes();
     resumed_from_.reset();
@@ -106,9 +119,13 @@ class ModelSaver {
       resumed_from_ = resume_from_latest(trainer, folder_, *log_);
     }
     if (resumed_from_) last_saved_step_ = resumed_from_->global_step;
-    if (resumed_from_)
-      *log_ << "tp::ModelSaver: resumed from " << resumed_from_->path.string() << " (global step " << resumed_from_->global_step
-            << "); training goes on at epoch " << trainer.starting_epoch() << "\n";
+    if (resumed_from_) {
+      *log_ << "tp::ModelSaver: resumed from " << resumed_from_->path.string() << " (global step " << resumed_from_->global_step << "); ";
+      if (trainer.starting_epoch() > trainer.max_epoch())
+        *log_ << "the run already finished its " << trainer.max_epoch() << " epochs: nothing is left to train (raise max_epoch to train on)\n";
+      else
+        *log_ << "training goes on at epoch " << trainer.starting_epoch() << "\n";
+    }
     if (resumed_from_ && !trainer.layout_change().empty() && trainer.is_chief()) *log_ << "tp::ModelSaver: " << trainer.layout_change() << "\n";
   }
   template <class Trainer>
@@ -123,7 +140,23 @@ class ModelSaver {
   }
   template <class Trainer>
   void on_interrupt(Trainer& trainer) {
-    if (last_saved_step_ != trainer.global_step()) save(trainer);
+    if (last_saved_step_ == trainer.global_step()) return;
+    save(trainer);
+    if (trainer.is_chief())
+      *log_ << "tp::ModelSaver: saved global step " << trainer.global_step() << " on the stop, to "
+            << (folder_ / checkpoint_file_name(trainer.global_step())).string() << "\n";
+  }
+  // The last write is on disk when train() returns; its error, if any, ends train() with it.
+  template <class Trainer>
+  void after_train(Trainer&) {
+    if (auto error = writer_.wait_quietly()) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        *log_ << "tp::ModelSaver: a checkpoint could not be written: " << e.what() << "\n";
+      }
+      std::rethrow_exception(error);
+    }
   }
 
   const std::filesystem::path& folder() const noexcept { return folder_; }
@@ -141,8 +174,20 @@ class ModelSaver {
     trainer.consolidate_state();  // a sharded run's shards, to the chief (every process, at the same point)
     last_saved_step_ = trainer.global_step();  // on every process: on_interrupt decides alike
     if (!trainer.is_chief()) return;
-    save_checkpoint(trainer, folder_ / checkpoint_file_name(trainer.global_step()));
-    prune_and_index();
+    const auto path = folder_ / checkpoint_file_name(trainer.global_step());
+    const auto step = trainer.global_step();
+    const auto epoch = static_cast<std::int64_t>(trainer.epoch_num());
+    if (!background_) {
+      detail::write_checkpoint_bytes(detail::make_checkpoint_bytes(path, trainer.state_dict(), step, epoch));
+      prune_and_index();
+      return;
+    }
+    writer_.wait();  // the last write first (and its error): one copy of the state at a time
+    auto state = state_tree::deep_copy(trainer.state_dict(), /*to_host=*/true);  // the state at this step
+    writer_.start([this, state = std::move(state), path, step, epoch] {
+      detail::write_checkpoint_bytes(detail::make_checkpoint_bytes(path, state, step, epoch));
+      prune_and_index();
+    });
   }
 
   // A write killed midway leaves model-<step>.ckpt.tmp.<pid>: never a checkpoint, only litter.
@@ -190,6 +235,8 @@ class ModelSaver {
   std::int64_t keep_every_ms_ = 1800'000;
   std::int64_t every_n_steps_ = 0;
   bool resume_ = true;
+  bool background_ = true;
+  detail::background_writer writer_;  // declared after what its work reads: destroyed (waited for) first
   std::ostream* log_ = &std::cerr;
   std::optional<checkpoint_info> resumed_from_;
   std::int64_t last_saved_step_ = -1;  // the global step of the newest checkpoint in the folder, if it wrote or resumed it

@@ -1,7 +1,8 @@
 #pragma once
 // ProgressBar: steps done / steps in the epoch, steps per second, time left in the epoch and the
 // epoch's running mean cost. On a terminal it redraws one line in place (at most every
-// refresh_seconds); otherwise (a log file, CI) it prints one line per epoch.
+// refresh_seconds); otherwise (a log file, CI) it prints one line per epoch. An epoch resumed
+// part-way counts its rate and its mean cost over the steps this run took, and says how many.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -29,7 +30,8 @@ class ProgressBar {
       : out_(&out), interactive_(interactive), refresh_(refresh_seconds) {}
 
   template <class Trainer>
-  void before_epoch(Trainer&) {
+  void before_epoch(Trainer& trainer) {
+    first_step_ = trainer.local_step();  // > 0: an epoch resumed part-way
     epoch_start_ = last_draw_ = clock::now();
     cost_sum_ = torch::Tensor();
     costs_ = 0;
@@ -78,7 +80,7 @@ class ProgressBar {
   std::string line(const Trainer& trainer, std::int64_t done, clock::time_point now) const {
     const std::int64_t total = trainer.steps_per_epoch();
     const double seconds = std::chrono::duration<double>(now - epoch_start_).count();
-    const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
+    const double rate = seconds > 0 ? static_cast<double>(done - first_step_) / seconds : 0.0;
     std::ostringstream s;
     s << "epoch " << trainer.epoch_num() << '/' << trainer.max_epoch() << ' ';
     if (interactive_) {
@@ -91,6 +93,7 @@ class ProgressBar {
     if (done < total) s << "ETA " << format_duration(rate > 0 ? (total - done) / rate : 0.0);
     else s << "in " << format_duration(seconds);
     if (auto cost = mean_cost()) s << std::setprecision(4) << " loss " << *cost;
+    if (first_step_ > 0) s << " (resumed at step " << first_step_ << ": " << done - first_step_ << " steps)";
     return s.str();
   }
 
@@ -112,6 +115,7 @@ class ProgressBar {
   clock::time_point epoch_start_{}, last_draw_{};
   torch::Tensor cost_sum_;
   std::int64_t costs_ = 0;
+  std::int64_t first_step_ = 0;
   bool drawn_ = false;
 };
 

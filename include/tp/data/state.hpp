@@ -42,6 +42,34 @@ concept counts_passes = requires(V& v, const V& cv) {
 };
 
 namespace detail {
+// Whether V, or a view below it through base(), counts passes.
+template <class V>
+constexpr bool holds_pass_state() {
+  if constexpr (counts_passes<V>) return true;
+  else if constexpr (requires(V& v) { v.base(); }) return holds_pass_state<std::remove_cvref_t<decltype(std::declval<V&>().base())>>();
+  else return false;
+}
+// Whether every view below V that counts passes is reached through base() returning references:
+// a base() returning a copy hides what is below it from save_state and load_state.
+template <class V>
+constexpr bool reaches_pass_state() {
+  if constexpr (requires(V& v) { v.base(); }) {
+    using base_type = decltype(std::declval<V&>().base());
+    if constexpr (std::is_lvalue_reference_v<base_type>) return reaches_pass_state<std::remove_cvref_t<base_type>>();
+    else return !holds_pass_state<std::remove_cvref_t<base_type>>();
+  } else {
+    return true;
+  }
+}
+}  // namespace detail
+
+// A dataflow whose state a checkpoint can reach whole: no view that keeps a pass count sits
+// below a view whose base() returns a copy (range-v3's take, for one). Input policies require
+// it, so that a resume is never silently inexact.
+template <class Flow>
+concept state_reachable = detail::reaches_pass_state<Flow>();
+
+namespace detail {
 template <class V, class F>
 void for_each_view(V& view, F&& f) {
   f(view);

@@ -60,7 +60,12 @@ class atomic_file_writer {
       ::unlink(temporary_.c_str());
       throw std::runtime_error("tp: cannot flush " + temporary_ + " to disk: " + std::strerror(synced ? errno : saved_errno));
     }
-    std::filesystem::rename(temporary_, path_);
+    std::error_code renamed;
+    std::filesystem::rename(temporary_, path_, renamed);
+    if (renamed) {
+      ::unlink(temporary_.c_str());
+      throw std::runtime_error("tp: cannot rename " + temporary_ + " to " + path_.string() + ": " + renamed.message());
+    }
   }
 
  private:

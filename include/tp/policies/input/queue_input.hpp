@@ -39,6 +39,10 @@ template <class Dataflow>
   requires ranges::input_range<Dataflow>
 class QueueInput {
  public:
+  static_assert(data::state_reachable<Dataflow>,
+                "tp rule [input: dataflow state reachable]: a view of this dataflow returns its base() by copy, and a view "
+                "below it keeps the pass count a resume needs (shuffle, a seeded augmentation); checkpoints could not reach it. "
+                "Put that view above the seeded ones, or give it `auto& base()` returning a reference");
   using batch_type = ranges::range_value_t<Dataflow>;
 
   explicit QueueInput(Dataflow dataflow, std::size_t capacity = 50)
