@@ -11,6 +11,8 @@
 // `Optimizer` is anything with LibTorch's save(OutputArchive&) and load(InputArchive&): a
 // torch::optim::Optimizer, tp::optim::AnyOptimizer or a user's. Loading is all or nothing for a
 // torch.optim state; for the other, what LibTorch's load() checks (it throws, naming the key).
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,34 +53,22 @@ inline c10::impl::GenericDict archive_tree(torch::serialize::InputArchive& archi
   return tree;
 }
 
+// The items as a c10::List<T> when there are some and each is a T (`is`), else nothing.
+template <class T, class Is>
+std::optional<c10::IValue> list_of(c10::ArrayRef<c10::IValue> items, Is is) {
+  if (items.empty() || !std::all_of(items.begin(), items.end(), is)) return std::nullopt;
+  c10::List<T> out;
+  for (const auto& item : items) out.push_back(item.to<T>());
+  return out;
+}
+
 // A list of one type as LibTorch's typed list (what its optimizers read back), else as it is.
 inline c10::IValue typed_list(const c10::IValue& value) {
   const auto items = value.toListRef();
-  const auto all = [&](auto is) {
-    for (const auto& item : items)
-      if (!is(item)) return false;
-    return !items.empty();
-  };
-  if (all([](const c10::IValue& v) { return v.isString(); })) {
-    c10::List<std::string> out;
-    for (const auto& item : items) out.push_back(item.toStringRef());
-    return out;
-  }
-  if (all([](const c10::IValue& v) { return v.isInt(); })) {
-    c10::List<std::int64_t> out;
-    for (const auto& item : items) out.push_back(item.toInt());
-    return out;
-  }
-  if (all([](const c10::IValue& v) { return v.isDouble(); })) {
-    c10::List<double> out;
-    for (const auto& item : items) out.push_back(item.toDouble());
-    return out;
-  }
-  if (all([](const c10::IValue& v) { return v.isTensor(); })) {
-    c10::List<torch::Tensor> out;
-    for (const auto& item : items) out.push_back(item.toTensor());
-    return out;
-  }
+  if (auto l = list_of<std::string>(items, [](const c10::IValue& v) { return v.isString(); })) return *l;
+  if (auto l = list_of<std::int64_t>(items, [](const c10::IValue& v) { return v.isInt(); })) return *l;
+  if (auto l = list_of<double>(items, [](const c10::IValue& v) { return v.isDouble(); })) return *l;
+  if (auto l = list_of<torch::Tensor>(items, [](const c10::IValue& v) { return v.isTensor(); })) return *l;
   return value;
 }
 
