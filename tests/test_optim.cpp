@@ -236,3 +236,87 @@ TEST(Optimizers, EachResumesExactlyFromACheckpointAndTakesHyperparameterSetters)
   });
   expect_exact_resume("lamb", [](MlpHolder& m) { return tp::optim::LAMB(m->parameters(), tp::optim::LAMBOptions(0.01).weight_decay(0.01)); });
 }
+
+namespace {
+
+// An optimizer over two tensors (12 and 5 elements), stepped three times.
+template <class Optimizer, class Options>
+std::pair<std::vector<torch::Tensor>, std::unique_ptr<Optimizer>> stepped(Options options) {
+  torch::manual_seed(7);
+  std::vector<torch::Tensor> params{torch::randn({3, 4}, torch::requires_grad()), torch::randn({5}, torch::requires_grad())};
+  auto optimizer = std::make_unique<Optimizer>(params, options);
+  for (int i = 0; i < 3; ++i) {
+    optimizer->zero_grad();
+    (params[0].pow(2).sum() + params[1].sin().sum()).backward();
+    optimizer->step();
+  }
+  return {params, std::move(optimizer)};
+}
+
+// Its state cut into pieces (odd cuts, across both tensors), as parts of a sharded checkpoint.
+tp::state_parts cut(const c10::IValue& state, const std::vector<std::vector<tp::state_piece>>& cuts) {
+  const auto states = tp::optim::position_states(state, "test");
+  tp::state_parts parts;
+  std::vector<c10::IValue> trees;
+  for (const auto& pieces : cuts) {
+    std::vector<c10::IValue> piece_states;
+    for (const auto& p : pieces) {
+      auto one = tp::state_tree::new_dict();
+      for (const auto& entry : states[static_cast<std::size_t>(p.parameter)].toGenericDict()) {
+        const auto& v = entry.value();
+        one.insert(entry.key(), v.isTensor() && v.toTensor().dim() >= 1 ? c10::IValue(v.toTensor().reshape(-1).narrow(0, p.offset, p.length).clone()) : v);
+      }
+      piece_states.push_back(one);
+    }
+    auto part = tp::state_tree::new_dict();
+    part.insert("pieces", tp::optim::saved_pieces(piece_states, pieces, std::vector<std::string>(pieces.size(), "w")));
+    trees.push_back(part);
+    parts.covers.push_back(pieces);
+  }
+  parts.read = [trees](std::size_t k) { return tp::state_tree(trees.at(k), "part " + std::to_string(k)); };
+  return parts;
+}
+
+}  // namespace
+
+// A state cut into pieces on one layout and joined on another gives the state back: the whole
+// optimizer's, bit for bit, and a shard's (a piece of each tensor) as the shard's own cut of it.
+// A part missing is an error that says how much of which parameter is there.
+TEST(OptimizerPieces, AStateCutOnOneLayoutJoinsOnAnother) {
+  const auto [params, adam] = stepped<torch::optim::Adam>(torch::optim::AdamOptions(0.1).weight_decay(0.01));
+  const auto saved = tp::optim::state_of(*adam);
+  const std::vector<std::vector<tp::state_piece>> cuts{{{0, 0, 7}}, {{0, 7, 5}, {1, 0, 2}}, {{1, 2, 3}}};
+  const auto parts = cut(saved, cuts);
+
+  std::vector<torch::Tensor> fresh{torch::zeros({3, 4}, torch::requires_grad()), torch::zeros({5}, torch::requires_grad())};
+  torch::optim::Adam whole(fresh, torch::optim::AdamOptions(0.1).weight_decay(0.01));
+  auto [pieces, shapes] = tp::optim::whole_pieces(whole);
+  tp::optim::load_joined(whole, pieces, shapes, parts, "test");
+  const auto states = tp::optim::position_states(tp::optim::state_of(whole), "joined");
+  const auto expected = tp::optim::position_states(saved, "saved");
+  ASSERT_EQ(states.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (const char* key : {"exp_avg", "exp_avg_sq", "step"})
+      EXPECT_TRUE(torch::equal(states[i].toGenericDict().at(key).toTensor(), expected[i].toGenericDict().at(key).toTensor())) << key << " of " << i;
+
+  // A shard: elements 3..9 of the first tensor and 4..5 of the second, as flat views.
+  std::vector<torch::Tensor> shard{torch::zeros({6}, torch::requires_grad()), torch::zeros({1}, torch::requires_grad())};
+  torch::optim::Adam sharded(shard, torch::optim::AdamOptions(0.1));
+  tp::optim::load_joined(sharded, {{0, 3, 6}, {1, 4, 1}}, {}, parts, "test");
+  const auto mine = tp::optim::position_states(tp::optim::state_of(sharded), "shard");
+  EXPECT_TRUE(torch::equal(mine[0].toGenericDict().at("exp_avg").toTensor(),
+                           expected[0].toGenericDict().at("exp_avg").toTensor().reshape(-1).narrow(0, 3, 6)));
+  EXPECT_TRUE(torch::equal(mine[1].toGenericDict().at("exp_avg_sq").toTensor(),
+                           expected[1].toGenericDict().at("exp_avg_sq").toTensor().narrow(0, 4, 1)));
+
+  auto missing = parts;
+  missing.covers.pop_back();  // the last part (elements 2..4 of the second tensor) is gone
+  torch::optim::Adam again(fresh, torch::optim::AdamOptions(0.1));
+  std::tie(pieces, shapes) = tp::optim::whole_pieces(again);
+  try {
+    tp::optim::load_joined(again, pieces, shapes, missing, "the checkpoint");
+    ADD_FAILURE() << "a part was missing and nothing said so";
+  } catch (const tp::checkpoint_error& e) {
+    EXPECT_NE(std::string(e.what()).find("its parts hold 2 of the 5 elements of parameter 1"), std::string::npos) << e.what();
+  }
+}

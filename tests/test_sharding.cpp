@@ -189,6 +189,82 @@ TEST(Sharding, ACheckpointResumesUnshardedShardedOtherwiseOrOnOtherRanks) {
   EXPECT_LT(largest_difference(dir.path / "plain_4.0", dir.path / "sharded_4.0"), 2e-6);
 }
 
+// Runs a program to its end and returns what it printed; it must succeed.
+std::string output_of(const std::vector<std::string>& args) {
+  auto p = start(args, {});
+  p.finish();
+  EXPECT_TRUE(p.succeeded()) << p.output;
+  return p.output;
+}
+
+// Each rank writes its shard of the optimizer state as its own part beside rank 0's file, whose
+// manifest lists the parts; Python reads every part, and each holds about 1/N of the state (Adam's
+// two moments of 257 parameters; at most one element more per bucket, as in memory).
+TEST(Sharding, EachRankWritesItsPartOfTheCheckpoint) {
+  TempDir dir("shard_parts");
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    const auto logdir = dir.path / ("ckpt" + std::to_string(world));
+    run_ranks(world, {"--steps", "5", "--optimizer", "adam", "--shard", "gradients", "--logdir", logdir.string(), "--out",
+                      (dir.path / "w").string()});
+    const auto main = logdir / "model-0000000005.ckpt";
+    ASSERT_TRUE(fs::exists(main));
+    const auto out = output_of({TP_PYTHON, "-c",
+                                "import sys, torch, os\n"
+                                "m = torch.load(sys.argv[1])\n"
+                                "assert m['optimizer_states'][0]['state'] == {}, 'the main file holds no per-parameter state'\n"
+                                "for e in m['tp']['parts']:\n"
+                                "    p = torch.load(os.path.join(os.path.dirname(sys.argv[1]), e['file']))\n"
+                                "    n = sum(t.numel() for q in p['pieces'] for t in q['state'].values() if t.dim() >= 1)\n"
+                                "    print('part', p['rank'], 'of', p['world_size'], 'elements', n)\n",
+                                main.string()});
+    long long total = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto elements = number_after(out, "part " + std::to_string(r) + " of " + std::to_string(world) + " elements ");
+      EXPECT_GT(elements, 0) << out;
+      EXPECT_LE(elements, 257 * 2 / world + 2 * 2) << out;
+      total += elements;
+    }
+    EXPECT_EQ(total, 257 * 2) << "the parts together hold the whole state, once";
+  }
+}
+
+// A checkpoint whose part is missing, or is another checkpoint's, is not whole: the ranks resume
+// from the one before it and end with the bits of a run never stopped. tp-export --whole joins a
+// sharded checkpoint's parts into one file, which resumes unsharded with those bits too.
+TEST(Sharding, ACheckpointWithoutItsPartsIsNotWholeAndTpExportJoinsThem) {
+  TempDir dir("shard_missing_part");
+  auto flags = [&](const char* shard, const char* steps, const std::string& name) {
+    return std::vector<std::string>{"--steps", steps, "--optimizer", "adam", "--clip", "0.5", "--shard", shard, "--save-every", "4",
+                                    "--logdir", (dir.path / (name + "_ckpt")).string(), "--out", (dir.path / name).string()};
+  };
+  run_ranks(2, flags("optimizer", "30", "reference"));
+  for (const bool foreign : {false, true}) {
+    SCOPED_TRACE(foreign ? "a part of another checkpoint" : "a missing part");
+    const std::string name = foreign ? "foreign" : "missing";
+    run_ranks(2, flags("optimizer", "12", name));  // checkpoints at steps 4, 5, 8, 10, 12, 15
+    const auto logdir = dir.path / (name + "_ckpt");
+    const auto part = logdir / "model-0000000015.part-1-of-2.ckpt";
+    ASSERT_TRUE(fs::exists(part));
+    fs::remove(part);
+    if (foreign) fs::copy_file(logdir / "model-0000000012.part-1-of-2.ckpt", part);
+    const auto resumed = run_ranks(2, flags("optimizer", "30", name));
+    EXPECT_NE(resumed[0].output.find("model-0000000015.ckpt"), std::string::npos) << resumed[0].output;
+    EXPECT_NE(resumed[0].output.find(foreign ? "another checkpoint's part" : "part-1-of-2.ckpt cannot be opened"), std::string::npos)
+        << resumed[0].output;
+    EXPECT_NE(resumed[0].output.find("resumed from " + (logdir / "model-0000000012.ckpt").string()), std::string::npos) << resumed[0].output;
+    EXPECT_EQ(bytes(dir.path / (name + ".0")), bytes(dir.path / "reference.0"));
+  }
+  run_ranks(2, flags("optimizer", "12", "sharded"));
+  const auto joined = dir.path / "joined_ckpt";
+  fs::create_directories(joined);
+  const auto said = output_of({TP_EXPORT, (dir.path / "sharded_ckpt" / "model-0000000015.ckpt").string(), "--whole",
+                               (joined / "model-0000000015.ckpt").string()});
+  EXPECT_NE(said.find("with its parts joined (global step 15"), std::string::npos) << said;
+  run_ranks(2, flags("none", "30", "joined"));
+  EXPECT_EQ(bytes(dir.path / "joined.0"), bytes(dir.path / "reference.0")) << "stage 1 steps as unsharded: the same bits";
+}
+
 // A stop signal at one rank (or at every rank) stops the sharded ranks after the same step,
 // though no collective of its own agrees on it; the resumed run ends with the uninterrupted bits.
 TEST(Sharding, AStopSignalStopsEveryRankAfterTheSameStepAndResumesExactly) {

@@ -11,7 +11,7 @@ import sys
 
 # Layer 0: the public value types that concepts and mechanics may name.
 VOCABULARY = {"batch", "callback_pack", "checkpoint_error", "compiled_part", "epoch_times", "gradient_processing", "precision", "stop_training",
-              "tower_context", "train_options", "train_outcome", "update_options", "data/state", "state_tree"}
+              "tower_context", "train_options", "train_outcome", "update_options", "data/state", "state_tree", "state_parts"}
 UMBRELLAS = {"tp.hpp", "data.hpp", "distributed.hpp", "monitors.hpp", "images.hpp"}
 NAMES = ["vocabulary", "concepts", "detail", "parts", "trainer", "umbrella"]
 

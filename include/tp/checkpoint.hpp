@@ -21,6 +21,17 @@
 // file under a checkpoint's name that is not whole; the checksum catches what happens to it
 // later (a truncated copy, a bad disk). Reading checks the size and checksum before anything
 // is loaded.
+//
+// A sharded run (Trainer::state_is_sharded) writes one file per process beside the chief's:
+// model-<step>.part-<rank>-of-<world>.ckpt holds that process's shard of the optimizer state
+// (Trainer::state_part), sealed as above, and the chief's file lists every part in its tp/parts
+// (the manifest: file, bytes, crc32c and the pieces it holds), gathered when the state is taken.
+// The chief writes its own part before its file; the checkpoint is whole only when its file
+// and every part it lists check (size, CRC-32C, and the manifest's size and checksum), which
+// loading and resuming verify, so a part that never landed (a process killed while writing)
+// or one left by another run makes it a checkpoint that is not whole. Loading reads only the
+// parts that hold some of the loading process's pieces, one at a time. The folder must be one
+// that every process sees (one machine, or a shared file system).
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -34,6 +45,8 @@
 #include <tp/compiled_part.hpp>
 #include <tp/detail/python_pickle.hpp>
 #include <tp/state_dict.hpp>
+#include <tp/state_parts.hpp>
+#include <tp/state_tree.hpp>
 
 namespace tp {
 
@@ -103,31 +116,130 @@ inline std::string read_checkpoint_payload(const std::filesystem::path& path) { 
 // The checkpoints (model-<step>.ckpt) in a folder, oldest step first. Files are not opened.
 TP_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& folder);
 
-// Saves a trainer's whole state to `path`.
-template <class Trainer>
-checkpoint_info save_checkpoint(Trainer& trainer, const std::filesystem::path& path) {
-  return write_checkpoint(path, trainer.state_dict(), trainer.global_step(), trainer.epoch_num());
+// A sharded run's part for `rank` of `world` beside its checkpoint: model-0000000015.ckpt's
+// part 1 of 4 is model-0000000015.part-1-of-4.ckpt.
+inline std::filesystem::path checkpoint_part_path(const std::filesystem::path& checkpoint, int rank, int world) {
+  return checkpoint.parent_path() /
+         (checkpoint.stem().string() + ".part-" + std::to_string(rank) + "-of-" + std::to_string(world) + checkpoint.extension().string());
 }
 
 namespace detail {
+// What one process writes of a checkpoint: taken at the step, written then or in the background.
+struct checkpoint_write {
+  std::optional<checkpoint_bytes> part;  // a sharded run's part, made now: its size and checksum are in the manifest
+  c10::IValue main;                      // the chief's state tree (None on the other processes)
+  std::filesystem::path path;
+  std::int64_t global_step = 0, epoch_num = 0;
+
+  // The part first, then the chief's file (which says the checkpoint is there); what the last
+  // file written says.
+  checkpoint_info write() const {
+    checkpoint_info info;
+    if (part) write_checkpoint_bytes(*part), info = part->info;
+    if (!main.isNone()) {
+      const auto file = make_checkpoint_bytes(path, main, global_step, epoch_num);
+      write_checkpoint_bytes(file);
+      info = file.info;
+    }
+    return info;
+  }
+};
+
+// Takes the trainer's state for a checkpoint at `path`: every process calls it at the same step.
+// A sharded run's processes each make their part's bytes, and tell the chief their sizes and
+// checksums (one sum across the processes), which its manifest lists. `to_host`: the chief's tree
+// is copied to the CPU's memory (what a write in the background works from).
 template <class Trainer>
-void load_checked_checkpoint(Trainer& trainer, const checked_checkpoint& checked) {
+checkpoint_write take_checkpoint(Trainer& trainer, const std::filesystem::path& path, bool to_host) {
+  checkpoint_write w{std::nullopt, c10::IValue(), path, trainer.global_step(), static_cast<std::int64_t>(trainer.epoch_num())};
+  c10::impl::GenericDict main(c10::StringType::get(), c10::AnyType::get());
+  if (trainer.state_is_sharded()) {
+    const int rank = trainer.process_rank(), world = trainer.process_count();
+    auto part = trainer.state_part();
+    part.insert("rank", std::int64_t{rank});
+    part.insert("world_size", std::int64_t{world});
+    part.insert("global_step", w.global_step);
+    w.part = make_checkpoint_bytes(checkpoint_part_path(path, rank, world), part, w.global_step, w.epoch_num);
+    std::vector<double> sizes(2 * static_cast<std::size_t>(world), 0.0);  // exact: sizes < 2^53, checksums < 2^32
+    sizes[2 * static_cast<std::size_t>(rank)] = static_cast<double>(w.part->info.payload_bytes);
+    sizes[2 * static_cast<std::size_t>(rank) + 1] = static_cast<double>(w.part->info.payload_crc32c);
+    trainer.sum_across_processes(sizes);
+    if (!trainer.is_chief()) return w;
+    main = trainer.state_dict();
+    c10::impl::GenericList manifest(c10::AnyType::get());
+    for (int r = 0; r < world; ++r) {
+      auto entry = state_tree::new_dict();
+      entry.insert("file", checkpoint_part_path(path, r, world).filename().string());
+      entry.insert("bytes", static_cast<std::int64_t>(sizes[2 * static_cast<std::size_t>(r)]));
+      entry.insert("crc32c", static_cast<std::int64_t>(sizes[2 * static_cast<std::size_t>(r) + 1]));
+      c10::impl::GenericList pieces(c10::AnyType::get());
+      for (const auto& p : trainer.state_part_pieces(r)) {
+        c10::impl::GenericList one(c10::AnyType::get());
+        for (const auto v : {p.parameter, p.offset, p.length}) one.push_back(v);
+        pieces.push_back(one);
+      }
+      entry.insert("pieces", pieces);
+      manifest.push_back(entry);
+    }
+    main.at("tp").toGenericDict().insert("parts", manifest);
+  } else {
+    if (!trainer.is_chief()) return w;
+    main = trainer.state_dict();
+  }
+  w.main = to_host ? state_tree::deep_copy(main, /*to_host=*/true) : c10::IValue(main);
+  return w;
+}
+
+// A sharded checkpoint's parts, as its manifest lists them (nothing for a checkpoint of one
+// file); reading one checks it whole and against the manifest.
+TP_DECL std::optional<state_parts> checkpoint_parts(const c10::IValue& content, const std::filesystem::path& path);
+// Reads every part the manifest lists, one at a time, checking each; throws checkpoint_error.
+TP_DECL void verify_checkpoint_parts(const std::optional<state_parts>& parts);
+// The part files of a checkpoint found beside it, and whether every one of them is there with
+// the size its trailer says (a sharded checkpoint whose parts are still being written is not).
+struct parts_on_disk {
+  std::vector<std::filesystem::path> files;
+  bool complete = true;
+};
+TP_DECL parts_on_disk checkpoint_parts_on_disk(const std::filesystem::path& checkpoint);
+
+template <class Trainer>
+void load_checked_checkpoint(Trainer& trainer, const checked_checkpoint& checked, const c10::IValue& content,
+                             const std::optional<state_parts>& parts) {
   const auto& path = checked.info.path;
-  const auto& payload = checked.payload;
   try {
-    trainer.load_state_dict(to_ivalue(read_torch_save(payload, path.string()), path.string()), path.string());
+    trainer.load_state_dict(content, path.string(), parts ? &*parts : nullptr);
   } catch (const checkpoint_error& e) {
     bad_checkpoint(path, "does not fit this trainer: " + std::string(e.what()));
   } catch (const c10::Error& e) {
     bad_checkpoint(path, "cannot be read: " + std::string(e.what_without_backtrace()));
   }
 }
+// A checked file's state tree.
+inline c10::IValue checkpoint_content(const checked_checkpoint& checked) {
+  const auto& path = checked.info.path;
+  try {
+    return to_ivalue(read_torch_save(checked.payload, path.string()), path.string());
+  } catch (const c10::Error& e) {
+    bad_checkpoint(path, "cannot be read: " + std::string(e.what_without_backtrace()));
+  }
+}
 }  // namespace detail
 
-// Loads a trainer's whole state from `path`; its next train() goes on from there.
+// Saves a trainer's whole state to `path`. In a sharded run every process calls it at the same
+// step, and each writes its part beside the chief's file.
+template <class Trainer>
+checkpoint_info save_checkpoint(Trainer& trainer, const std::filesystem::path& path) {
+  return detail::take_checkpoint(trainer, path, /*to_host=*/false).write();
+}
+
+// Loads a trainer's whole state from `path` (and, from a sharded run's checkpoint, the parts
+// this process needs); its next train() goes on from there.
 template <class Trainer>
 void load_checkpoint(Trainer& trainer, const std::filesystem::path& path) {
-  detail::load_checked_checkpoint(trainer, detail::read_checked_checkpoint(path));
+  const auto checked = detail::read_checked_checkpoint(path);
+  const auto content = detail::checkpoint_content(checked);
+  detail::load_checked_checkpoint(trainer, checked, content, detail::checkpoint_parts(content, path));
 }
 
 // Loads the newest whole checkpoint in `folder` into the trainer, and returns it (nothing if
@@ -142,8 +254,13 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
     const auto& path = it->second;
     detail::checked_checkpoint checked;
+    c10::IValue content;
+    std::optional<state_parts> parts;
     try {
       checked = detail::read_checked_checkpoint(path);
+      content = detail::checkpoint_content(checked);
+      parts = detail::checkpoint_parts(content, path);
+      detail::verify_checkpoint_parts(parts);
     } catch (const checkpoint_error& e) {
       log << e.what() << "; ";
       if (trainer.is_chief()) {
@@ -154,11 +271,17 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
       log << (std::next(it) == found.rend() ? "no older checkpoint: training starts afresh\n" : "trying the one before it\n");
       continue;
     }
-    detail::load_checked_checkpoint(trainer, checked);
+    detail::load_checked_checkpoint(trainer, checked, content, parts);
     return checked.info;
   }
   return std::nullopt;
 }
+
+// A sharded run's checkpoint and its parts made one file (`to`), as an unsharded run's: its
+// optimizer state whole (torch.optim's state_dict when the optimizer has a Python twin). It
+// loads on any number of processes, sharded or not, as the sharded one does, and in Python.
+// Throws checkpoint_error when `from` or a part is not whole, or `from` is one file already.
+TP_DECL checkpoint_info write_whole_checkpoint(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // A checkpoint's model weights by name, without a module to load them into (tp-export writes
 // them as a state_dict file).
@@ -173,13 +296,16 @@ TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& mo
 #if TP_DEFINE_COMPILED_PART
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
 #include <tp/detail/atomic_file.hpp>
 #include <tp/detail/crc32c.hpp>
+#include <tp/optim/optimizer_pieces.hpp>
 
 namespace tp {
 
@@ -356,4 +482,132 @@ TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& mo
 }
 
 }  // namespace tp
+
+namespace tp::detail {
+
+TP_DECL std::optional<state_parts> checkpoint_parts(const c10::IValue& content, const std::filesystem::path& path) {
+  const state_tree all(content, "");
+  if (!all.contains("tp") || !all.at("tp").contains("parts")) return std::nullopt;
+  state_parts parts;
+  struct listed {
+    std::string file;
+    std::int64_t bytes, crc32c;
+  };
+  std::vector<listed> files;
+  for (const auto& item : all.at("tp").items("parts")) {
+    const state_tree entry(item, "tp/parts");
+    const auto file = entry.text("file");
+    if (file.empty() || file.find('/') != std::string::npos || file.find('\\') != std::string::npos || file == "." || file == "..")
+      bad_checkpoint(path, "lists a part named '" + file + "', which is not a file name beside it");
+    files.push_back({file, entry.integer("bytes"), entry.integer("crc32c")});
+    std::vector<state_piece> pieces;
+    for (const auto& p : entry.items("pieces")) {
+      if (!p.isList() || p.toListRef().size() != 3 || !p.toListRef()[0].isInt() || !p.toListRef()[1].isInt() || !p.toListRef()[2].isInt())
+        bad_checkpoint(path, "lists a piece of part " + file + " that is " + state_tree::describe(p) + ", not [parameter, offset, length]");
+      const auto& l = p.toListRef();
+      pieces.push_back({l[0].toInt(), l[1].toInt(), l[2].toInt()});
+    }
+    parts.covers.push_back(std::move(pieces));
+  }
+  const auto folder = path.parent_path();
+  parts.read = [folder, files, path](std::size_t k) {
+    const auto& f = files.at(k);
+    const auto checked = read_checked_checkpoint(folder / f.file);
+    if (static_cast<std::int64_t>(checked.info.payload_bytes) != f.bytes || static_cast<std::int64_t>(checked.info.payload_crc32c) != f.crc32c)
+      bad_checkpoint(path, "lists its part " + f.file + " with " + std::to_string(f.bytes) + " bytes and checksum " + std::to_string(f.crc32c) +
+                               ", but that file holds " + std::to_string(checked.info.payload_bytes) + " bytes and checksum " +
+                               std::to_string(checked.info.payload_crc32c) + ": it is another checkpoint's part (a run that stopped "
+                               "before its own part was written)");
+    return state_tree(checkpoint_content(checked), f.file);
+  };
+  return parts;
+}
+
+TP_DECL void verify_checkpoint_parts(const std::optional<state_parts>& parts) {
+  if (!parts) return;
+  for (std::size_t k = 0; k < parts->covers.size(); ++k) (void)parts->read(k);
+}
+
+}  // namespace tp::detail
+
+namespace tp {
+
+TP_DECL checkpoint_info write_whole_checkpoint(const std::filesystem::path& from, const std::filesystem::path& to) {
+  const auto checked = detail::read_checked_checkpoint(from);
+  const auto content = detail::checkpoint_content(checked);
+  const auto parts = detail::checkpoint_parts(content, from);
+  if (!parts) detail::bad_checkpoint(from, "is not a sharded run's checkpoint: it is whole already");
+  const state_tree all(content, from.string());
+  const auto options = all.items("optimizer_states").at(0);
+  // Each parameter's name and size, from the parts (a first reading), its shape from the state_dict.
+  std::map<std::int64_t, std::string> names;
+  std::map<std::int64_t, std::int64_t> sizes;
+  for (std::size_t k = 0; k < parts->covers.size(); ++k)
+    for (const auto& item : parts->read(k).items("pieces")) {
+      const state_tree one(item, "pieces");
+      names[one.integer("parameter")] = one.text("name");
+      auto& size = sizes[one.integer("parameter")];
+      size = std::max(size, one.integer("offset") + one.integer("length"));
+    }
+  const auto weights = all.at("state_dict");
+  std::size_t positions = 0;
+  optim::detail::for_each_listed_parameter(options, from.string() + "/optimizer_states/0", [&](const c10::IValue&, std::size_t) { ++positions; });
+  std::vector<optim::piece> targets;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::vector<std::size_t> at;  // each target's position
+  for (const auto& [number, name] : names) {
+    if (number < 0 || static_cast<std::size_t>(number) >= positions)
+      detail::bad_checkpoint(from, "has a part with a piece of parameter " + std::to_string(number) + " but its optimizer lists " + std::to_string(positions));
+    const auto shape = weights.tensor(name).sizes().vec();
+    targets.push_back({number, 0, sizes[number]});
+    shapes.push_back(shape);
+    at.push_back(static_cast<std::size_t>(number));
+  }
+  optim::piece_joiner joiner(targets, shapes);
+  optim::add_parts(joiner, *parts);
+  const auto joined = joiner.states(from.string());
+  std::vector<c10::IValue> states(positions);
+  for (std::size_t t = 0; t < joined.size(); ++t) states[at[t]] = joined[t];
+  c10::impl::GenericList optimizers(c10::AnyType::get());
+  optimizers.push_back(optim::with_position_states(options, states, from.string()));
+  auto whole = state_tree::deep_copy(content).toGenericDict();
+  whole.insert_or_assign("optimizer_states", optimizers);
+  auto own = whole.at("tp").toGenericDict();
+  own.erase("parts");
+  own.erase("optimizer_parts");
+  return write_checkpoint(to, whole, checked.info.global_step, checked.info.epoch_num);
+}
+
+}  // namespace tp
+
+namespace tp::detail {
+
+TP_DECL parts_on_disk checkpoint_parts_on_disk(const std::filesystem::path& checkpoint) {
+  parts_on_disk found;
+  const auto prefix = checkpoint.stem().string() + ".part-";
+  int world = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoint.parent_path(), ec)) {
+    const auto name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(checkpoint.extension().string())) continue;
+    found.files.push_back(entry.path());
+    if (const auto of = name.find("-of-"); name.starts_with(prefix + "0-of-") && of != std::string::npos)
+      world = std::atoi(name.c_str() + of + 4);
+  }
+  if (found.files.empty()) return found;  // a checkpoint of one file
+  if (world < 1) {
+    found.complete = false;
+    return found;
+  }
+  for (int r = 0; r < world; ++r) {
+    try {
+      (void)read_checkpoint_info(checkpoint_part_path(checkpoint, r, world));
+    } catch (const checkpoint_error&) {
+      found.complete = false;
+    }
+  }
+  return found;
+}
+
+}  // namespace tp::detail
 #endif

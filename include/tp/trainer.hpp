@@ -205,12 +205,17 @@ class Trainer {
     return one[0] / process_count();
   }
 
-  // A sharded run (MultiProcess with .shard()): every process sends its shard of the optimizer
-  // state to the chief, whose next checkpoint then holds the whole state. Every process must
-  // call it at the same point, before the chief saves (ModelSaver, MinSaver and MaxSaver do);
-  // nothing to do unsharded.
-  void consolidate_state() {
-    if constexpr (tower_ok && distribution_ok && shards_state<replicas_type, TowerPolicy>) replicas_.consolidate_state(tower_);
+  // This process's rank among them (0: the chief).
+  int process_rank() const {
+    if constexpr (multi_process_replicas<replicas_type>) return replicas_.rank();
+    else return 0;
+  }
+  // Whether each process holds only its shard of the optimizer state (MultiProcess with
+  // .shard()): its checkpoints are then each process's part (state_part()) beside the chief's
+  // state_dict(), which holds the rest.
+  bool state_is_sharded() const {
+    if constexpr (tower_ok && distribution_ok && shards_state<replicas_type, TowerPolicy>) return replicas_.state_is_sharded();
+    else return false;
   }
 
   // Ends training after the current step and its epoch's after_epoch hooks.
@@ -260,14 +265,21 @@ class Trainer {
   // --- state: what a checkpoint holds (trainer/trainer_state.hpp) ----------------------------
   // The trainer's whole state as one tree of plain values: the dictionary a checkpoint file
   // holds (Python's torch.load returns it). Its tensors are the trainer's own, not copies.
+  // In a sharded run, the optimizer state's per-parameter part is not in it but in each
+  // process's state_part(); loading it then takes `parts` (tp::load_checkpoint reads them).
   c10::impl::GenericDict state_dict() { return detail::trainer_state<Trainer>::save(*this).dict(); }
+  // A sharded run's part of the state on this process: {"pieces": its shard of the optimizer
+  // state, each piece a parameter's range with its state (optim/optimizer_pieces.hpp)}; and the
+  // pieces the part of process `rank` holds.
+  c10::impl::GenericDict state_part() { return detail::trainer_state<Trainer>::save_part(*this).dict(); }
+  std::vector<state_piece> state_part_pieces(int rank) const { return detail::trainer_state<Trainer>::part_pieces(*this, rank); }
   // Loads what state_dict gave, here or in a file; the next train() goes on from there. Call it
   // before train(), or from a setup hook. A state that does not fit this trainer (another model,
   // optimizer or set of stateful callbacks) throws tp::checkpoint_error naming the part, and
   // leaves the model, optimizers and loop as they were; `source` names the state in errors.
-  void load_state_dict(const c10::IValue& saved, const std::string& source = "the state") {
+  void load_state_dict(const c10::IValue& saved, const std::string& source = "the state", const state_parts* parts = nullptr) {
     if (looping_) throw std::logic_error("tp::Trainer::load_state_dict: called while training; call it before train() or from a setup hook");
-    detail::trainer_state<Trainer>::load(*this, saved, source);
+    detail::trainer_state<Trainer>::load(*this, saved, source, parts);
   }
   // What the last checkpoint loaded changed of the layout (processes, batches per step, batch),
   // in one line; empty when it was the same.

@@ -3,9 +3,9 @@
 // monitored scalar (tensorpack's MinSaver/MaxSaver), as min-<scalar>.ckpt (max-...) in a folder,
 // a whole trainer checkpoint that tp::load_model or tp::load_checkpoint reads. '/' in the
 // scalar's name becomes '_' in the file's. NaN never improves; epochs that did not put the
-// scalar do not count. Only the chief writes; it runs on every process, which follow the
-// chief's decision (one sum across the processes per epoch), so that a sharded run's processes
-// can send the chief their optimizer shards (Trainer::consolidate_state).
+// scalar do not count. It runs on every process, which follow the chief's decision (one sum
+// across the processes per epoch): the chief writes the checkpoint, and in a sharded run every
+// process writes its part beside it (tp::save_checkpoint).
 //
 //   tp::MinSaver(logdir, "val/error")          ->  logdir/min-val_error.ckpt
 #include <filesystem>
@@ -47,10 +47,8 @@ class BestSaver {
       improved = chief_says[0] > 0;
     }
     if (!improved) return;
-    trainer.consolidate_state();
-    if (!trainer.is_chief()) return;
     save_checkpoint(trainer, path_);
-    ++saves_;
+    if (trainer.is_chief()) ++saves_;
   }
 
   // Its state in checkpoints, under a key of its own (two of them resume each their own).

@@ -22,9 +22,10 @@
 //   end of train(), with its message. train() returns once the last write is on disk.
 //   background(false) writes in the step instead.
 // - It runs after every other callback of the step or epoch (a checkpoint writer), so that the
-//   state it saves is the state at the end of it. Only the chief writes (in a sharded run, once
-//   every process has sent it its optimizer shard); every process resumes, from the checkpoint
-//   the chief chose.
+//   state it saves is the state at the end of it. The chief writes the checkpoint; in a sharded
+//   run every process also writes its part (its shard of the optimizer state) beside it, and a
+//   checkpoint counts as written, for keeping and pruning, once all its parts are on disk
+//   (tp/checkpoint.hpp). Every process resumes from the checkpoint the chief chose.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -171,41 +172,53 @@ class ModelSaver {
  private:
   template <class Trainer>
   void save(Trainer& trainer) {
-    trainer.consolidate_state();  // a sharded run's shards, to the chief (every process, at the same point)
     last_saved_step_ = trainer.global_step();  // on every process: on_interrupt decides alike
-    if (!trainer.is_chief()) return;
     const auto path = folder_ / checkpoint_file_name(trainer.global_step());
-    const auto step = trainer.global_step();
-    const auto epoch = static_cast<std::int64_t>(trainer.epoch_num());
+    const bool chief = trainer.is_chief();
     if (!background_) {
-      detail::write_checkpoint_bytes(detail::make_checkpoint_bytes(path, trainer.state_dict(), step, epoch));
-      prune_and_index();
+      detail::take_checkpoint(trainer, path, /*to_host=*/false).write();
+      if (chief) prune_and_index();
       return;
     }
     writer_.wait();  // the last write first (and its error): one copy of the state at a time
-    auto state = state_tree::deep_copy(trainer.state_dict(), /*to_host=*/true);  // the state at this step
-    writer_.start([this, state = std::move(state), path, step, epoch] {
-      detail::write_checkpoint_bytes(detail::make_checkpoint_bytes(path, state, step, epoch));
-      prune_and_index();
+    auto files = detail::take_checkpoint(trainer, path, /*to_host=*/true);  // the state at this step
+    writer_.start([this, files = std::move(files), chief] {
+      files.write();
+      if (chief) prune_and_index();
     });
   }
 
-  // A write killed midway leaves model-<step>.ckpt.tmp.<pid>: never a checkpoint, only litter.
+  // A write killed midway leaves model-<step>.ckpt.tmp.<pid>: never a checkpoint, only litter;
+  // so is a part (model-<step>.part-<r>-of-<w>.ckpt) whose checkpoint was never written.
   void remove_partial_writes() const {
     for (const auto& entry : std::filesystem::directory_iterator(folder_)) {
       const auto name = entry.path().filename().string();
-      if (name.rfind("model-", 0) == 0 && name.find(".ckpt.tmp.") != std::string::npos) {
+      if (!name.starts_with("model-")) continue;
+      const auto part = name.find(".part-");
+      const bool litter = name.find(".ckpt.tmp.") != std::string::npos ||
+                          (part != std::string::npos && name.ends_with(".ckpt") && !std::filesystem::exists(folder_ / (name.substr(0, part) + ".ckpt")));
+      if (litter) {
         std::error_code ignored;
         std::filesystem::remove(entry.path(), ignored);
       }
     }
   }
 
+  // Keeps and deletes among the checkpoints whose parts are all on disk; one whose parts are
+  // still being written (by other processes) is left alone, and so is every older one it might
+  // yet need to fall back on.
   void prune_and_index() {
     std::vector<checkpoint_info> all;
+    std::vector<detail::parts_on_disk> parts;
     for (const auto& [step, path] : list_checkpoints(folder_)) {
       try {
-        all.push_back(read_checkpoint_info(path));
+        auto info = read_checkpoint_info(path);
+        auto on_disk = detail::checkpoint_parts_on_disk(path);
+        if (!on_disk.complete) {
+          all.clear(), parts.clear();  // in flight: nothing before it may go
+          continue;
+        }
+        all.push_back(std::move(info)), parts.push_back(std::move(on_disk));
       } catch (const checkpoint_error&) {
         // not readable as a checkpoint: neither listed nor deleted
       }
@@ -218,6 +231,7 @@ class ModelSaver {
       } else {
         std::error_code ignored;
         std::filesystem::remove(all[i].path, ignored);
+        for (const auto& part : parts[i].files) std::filesystem::remove(part, ignored);
       }
     }
     std::ostringstream index;

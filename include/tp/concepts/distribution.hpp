@@ -19,10 +19,12 @@
 //                            agree on when to stop and can sum values (MultiProcess); after a
 //                            step the agreement may come one step late (a vote riding in the
 //                            step's own collectives), at an epoch's end it is immediate
-//   shards_state             consolidate_state(tower), for_each_checkpoint_optimizer(f) and
-//                            load_checkpoint_optimizer(tower, load): what a checkpoint holds of
-//                            the optimizers is not what each process steps (MultiProcess with
-//                            .shard(): each holds a shard; rank 0 gathers the whole for a save)
+//   shards_state             state_is_sharded(), optimizer_options(tower), optimizer_part(),
+//                            optimizer_part_pieces(rank), load_checkpoint_optimizer(tower, load)
+//                            and load_checkpoint_parts(tower, options, parts, source, load): the
+//                            optimizer state may be spread over the processes (MultiProcess with
+//                            .shard(): each holds a shard, and writes it as its part of a
+//                            checkpoint, optim/optimizer_pieces.hpp)
 //   synced_at_start          start(): called once training starts, after a resume too, to bring
 //                            every tower to the main one (Replicated, ParameterServer)
 //   counts_batches           batches_per_step(): how many batches the default step takes from the
@@ -35,6 +37,7 @@
 // replicas expose a main model and their optimizers) and `stepping_distribution<D, Tower,
 // Input>` (they can also run the default step on that input).
 #include <concepts>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,6 +46,7 @@
 #include <tp/concepts/input.hpp>
 #include <tp/concepts/member_names.hpp>
 #include <tp/concepts/tower.hpp>
+#include <tp/state_parts.hpp>
 
 namespace tp::detail {
 TP_DETAIL_NAME_PROBE(is_chief)
@@ -84,10 +88,14 @@ concept multi_process_replicas = requires(R& r, const R& constant, int stop_code
 };
 
 template <class R, class Tower>
-concept shards_state = requires(R& r, Tower& tower) {
-  r.consolidate_state(tower);
-  r.for_each_checkpoint_optimizer(detail::any_optimizer_visitor{});
+concept shards_state = requires(R& r, const R& constant, Tower& tower, const c10::IValue& options, const state_parts& parts,
+                                 const std::string& source) {
+  { constant.state_is_sharded() } -> std::convertible_to<bool>;
+  { r.optimizer_options(tower) } -> std::convertible_to<c10::IValue>;
+  { r.optimizer_part() } -> std::convertible_to<c10::IValue>;
+  { constant.optimizer_part_pieces(0) } -> std::convertible_to<std::vector<state_piece>>;
   r.load_checkpoint_optimizer(tower, detail::any_optimizer_visitor{});
+  r.load_checkpoint_parts(tower, options, parts, source, detail::any_optimizer_visitor{});
 };
 
 template <class R>

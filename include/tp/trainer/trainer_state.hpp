@@ -6,7 +6,9 @@
 //
 //   state_dict              the main tower's parameters and buffers, by name (conv1.weight)
 //   optimizer_states        every optimizer, in torch.optim's state_dict format when it has a
-//                           Python twin, else {"libtorch": its LibTorch entries} (optim/optimizer_state.hpp)
+//                           Python twin, else {"libtorch": its LibTorch entries} (optim/optimizer_state.hpp);
+//                           in a sharded run its param groups only: each process's part holds
+//                           its shard of the per-parameter state (save_part, optim/optimizer_pieces.hpp)
 //   epoch, global_step      where the loop was (Lightning's names)
 //   loop                    steps_done, epoch_closed: the step in the epoch (trainer/loop_position.hpp)
 //   loss_scaler             scale, growth_tracker: when the tower has one
@@ -14,7 +16,8 @@
 //   input                   flow, consumed, datapoints, world_size, batch: the input's position in
 //                           its dataflow and in the pass's global order (resumable inputs)
 //   callbacks               each stateful callback's state, by its key (trainer/callback_set.hpp)
-//   tp                      format (4) and layout: processes, batches each takes per step (towers x
+//   tp                      format (4), optimizer_parts (a sharded run's: how many parts hold
+//                           the optimizer's per-parameter state) and layout: processes, batches each takes per step (towers x
 //                           micro-batches, also recorded apart), datapoints per batch and
 //                           precision: a run resumed on another layout says what changed, and its
 //                           input goes on at the same place in the pass's global order
@@ -38,9 +41,11 @@
 #include <tp/detail/generator_state.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/optim/any_optimizer.hpp>
+#include <tp/optim/optimizer_pieces.hpp>
 #include <tp/optim/optimizer_state.hpp>
 #include <tp/precision.hpp>
 #include <tp/state_dict.hpp>
+#include <tp/state_parts.hpp>
 #include <tp/state_tree.hpp>
 #include <tp/trainer/loop_position.hpp>
 #include <tp/trainer/step_layout.hpp>
@@ -56,7 +61,11 @@ struct trainer_state {
     state_tree all;
     all.put("state_dict", state_dict_of(*t.model_module()));
     c10::impl::GenericList optimizers(c10::AnyType::get());
-    for_each_kept_optimizer(t, [&](auto& optimizer) { optimizers.push_back(optim::state_of(optimizer)); });
+    if (in_parts(t)) {
+      if constexpr (sharded) optimizers.push_back(t.replicas_.optimizer_options(t.tower_));
+    } else {
+      for_each_kept_optimizer(t, [&](auto& optimizer) { optimizers.push_back(optim::state_of(optimizer)); });
+    }
     all.put("optimizer_states", optimizers);
     t.position_.save(all);
     if (const auto* scaler = loss_scaler_of(t.tower_)) {
@@ -80,13 +89,32 @@ struct trainer_state {
     t.callbacks_.save_state(t, callbacks);
     auto own = all.child("tp");
     own.put("format", checkpoint_format);
+    if (in_parts(t)) own.put("optimizer_parts", std::int64_t{t.process_count()});
     own.put("layout", layout_of(t).to_dict(towers(t)));
     return all;
   }
 
+  // A sharded run's part on this process: {"pieces": its shard of the optimizer state}.
+  static state_tree save_part(Trainer& t) {
+    state_tree part;
+    if constexpr (sharded) {
+      if (t.state_is_sharded()) {
+        part.put("pieces", t.replicas_.optimizer_part());
+        return part;
+      }
+    }
+    throw std::logic_error("tp::Trainer::state_part: this run's optimizer state is not sharded; its state_dict() holds it whole");
+  }
+  // The pieces process `rank`'s part holds.
+  static std::vector<state_piece> part_pieces(const Trainer& t, int rank) {
+    if constexpr (sharded) return t.replicas_.optimizer_part_pieces(rank);
+    else return {};
+  }
+
   // What save() gave, from this process or a file (read by detail::read_torch_save, then
   // to_ivalue); `source` names it in errors.
-  static void load(Trainer& t, const c10::IValue& saved, const std::string& source) {
+  // A sharded run's checkpoint also takes `parts`: where its processes' parts are.
+  static void load(Trainer& t, const c10::IValue& saved, const std::string& source, const state_parts* parts) {
     const state_tree all(saved, "");
     if (!all.contains("tp") || !all.value("tp").isGenericDict())
       throw checkpoint_error(source + " has no tp section: it is not a tp checkpoint; to start from a state_dict, use "
@@ -97,8 +125,19 @@ struct trainer_state {
                              std::to_string(checkpoint_format));
     note_layout(t, own, source);
     const auto optimizers = all.items("optimizer_states");
+    const bool saved_in_parts = own.contains("optimizer_parts");
+    if (saved_in_parts && !parts)
+      throw checkpoint_error(source + " is a sharded run's: its optimizer state is in the parts its processes wrote beside it; load it "
+                                      "with tp::load_checkpoint, which reads them, or make it one file with tp-export --whole");
+    if (saved_in_parts && optimizers.size() != 1)
+      throw checkpoint_error(source + " is a sharded run's but holds " + std::to_string(optimizers.size()) + " optimizers' options, not 1");
     all_or_nothing(t, [&] {
       load_state_dict(*t.model_module(), all.value("state_dict"), StateDictOptions(), source);
+      if (saved_in_parts) {
+        load_from_parts(t, optimizers[0], *parts, source);
+        load_rest(t, all);
+        return;
+      }
       std::size_t count = 0;
       load_kept_optimizers(t, [&](auto& optimizer, std::int64_t at) {
         const auto index = static_cast<std::size_t>(at);
@@ -185,22 +224,39 @@ struct trainer_state {
     t.options_.starting_epoch(t.resume_.epoch);
   }
 
+  // Whether this run's checkpoints hold the optimizer state in parts.
+  static bool in_parts(const Trainer& t) { return t.state_is_sharded(); }
+
+  // Loads a sharded checkpoint's optimizer: its options, then the per-parameter state from the
+  // parts that hold this run's pieces (a sharded run's own shard, else every parameter whole).
+  static void load_from_parts(Trainer& t, const c10::IValue& options, const state_parts& parts, const std::string& source) {
+    auto unsharded = [&](auto& optimizer) {
+      const auto* base = torch_optimizer_of(optimizer);
+      if (!base)
+        throw checkpoint_error(source + " is a sharded run's, whose parts only an optimizer of LibTorch's kind (torch::optim::Optimizer) can load");
+      optim::load_state(optimizer, options, source + "/optimizer_states/0");
+      auto [pieces, shapes] = optim::whole_pieces(*base);
+      optim::load_joined(optimizer, std::move(pieces), std::move(shapes), parts, source);
+    };
+    if constexpr (sharded) {
+      t.replicas_.load_checkpoint_parts(t.tower_, options, parts, source, unsharded);
+    } else {
+      t.replicas_.for_each_optimizer(unsharded);
+    }
+  }
+
   // The optimizers a checkpoint holds: every one, except where each tower's optimizer is a copy
   // of the main tower's (Replicated: the same averaged gradients on the same weights). There it
   // holds the main one, and loading gives it to every tower: one state serves any number of them.
-  // A sharded run's is the whole optimizer its ranks' shards make (consolidated on rank 0).
+  // (A sharded run's are in parts: in_parts.)
   static constexpr bool optimizers_are_copies = requires { Trainer::replicas_type::optimizer_per_tower; };
   static constexpr bool sharded = shards_state<typename Trainer::replicas_type, typename Trainer::tower_type>;
   template <class F>
   static void for_each_kept_optimizer(Trainer& t, F&& f) {
-    if constexpr (sharded) {
-      t.replicas_.for_each_checkpoint_optimizer(f);
-    } else {
-      bool first = true;
-      t.replicas_.for_each_optimizer([&](auto& optimizer) {
-        if (!optimizers_are_copies || std::exchange(first, false)) f(optimizer);
-      });
-    }
+    bool first = true;
+    t.replicas_.for_each_optimizer([&](auto& optimizer) {
+      if (!optimizers_are_copies || std::exchange(first, false)) f(optimizer);
+    });
   }
   // Loads the kept optimizers: load(optimizer, index) reads the index-th into one.
   template <class Load>

@@ -27,9 +27,9 @@
 //   bucket brings the updated weights to every rank. `.shard(tp::sharding::gradients)` (stage 2)
 //   also reduces each shard to its owner only (half an all-reduce's traffic) and keeps only its
 //   shard of the gradients (detail/overlapping_reducer.hpp); gradient processing then sums its
-//   norms across the ranks. Checkpoints hold the whole state (trainer.consolidate_state()
-//   gathers it on rank 0), so a sharded run resumes unsharded, on another number of ranks, or
-//   sharded otherwise (policies/distribution/sharded_optimizer.hpp).
+//   norms across the ranks. Each rank writes its shard of the optimizer state as its own part
+//   of a checkpoint (tp/checkpoint.hpp), and a sharded run resumes unsharded, on another number
+//   of ranks, or sharded otherwise (policies/distribution/sharded_optimizer.hpp).
 // - At start the ranks check that they built the same model (parameter names and shapes).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
 //   default) throws on the other ranks with a message that names the ranks that did not answer.
@@ -146,8 +146,8 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
             const auto [begin, length] = plan.range(k, plan.rank);
             return to_owners ? reducer_->owned(k) : reducer_->flat(k).narrow(0, begin, length);
           };
-          sharded_ = std::make_unique<detail::sharded_optimizer<optimizer_type>>(this->optimizer(), (*model_).parameters(), std::move(plan),
-                                                                                 reducer_->layout(), shard_gradient, group_);
+          sharded_ = std::make_unique<detail::sharded_optimizer<optimizer_type>>(
+              this->optimizer(), (*model_).parameters(), detail::parameter_names(model_), std::move(plan), reducer_->layout(), shard_gradient, group_);
         }
       }
     }
@@ -289,31 +289,39 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       return " (rank " + std::to_string(env_.rank) + "'s shard: " + std::to_string(owned) + " of " + std::to_string(total) + " parameters)";
     }
 
-    // A sharded run: every rank sends its optimizer shard to rank 0, which holds the whole
-    // state for the next checkpoint (until the next step). Does nothing unsharded.
-    void consolidate_state(Tower& tower) {
-      if constexpr (detail::replicas_base<Tower>::has_optimizer)
-        if (sharded_) try {
-            sharded_->consolidate([&] { return tower.make_optimizer(model_); });
-          } catch (const detail::collective_error& e) {
-            fail(e.operation, e);
-          }
+    // Whether each rank holds only its shard of the optimizer state: a checkpoint is then its
+    // ranks' parts (optim/optimizer_pieces.hpp) beside rank 0's file.
+    bool state_is_sharded() const noexcept { return sharded_ != nullptr; }
+    // Sharded: the groups' options (rank 0 writes them), this rank's part, and the pieces rank r's
+    // part holds (what a manifest lists).
+    c10::IValue optimizer_options(Tower& tower) {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) return sharded_->options([&] { return tower.make_optimizer(model_); });
+      else return c10::IValue();
     }
-    // The optimizer a checkpoint holds: the whole one (consolidated, on rank 0) when sharded.
-    template <class F>
-    void for_each_checkpoint_optimizer(F&& f) {
-      if constexpr (detail::replicas_base<Tower>::has_optimizer) {
-        if (sharded_) f(sharded_->whole());
-        else f(this->optimizer());
-      }
+    c10::impl::GenericList optimizer_part() {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) return sharded_->saved_pieces();
+      else return c10::impl::GenericList(c10::AnyType::get());
     }
-    // Loads a checkpoint's optimizer: load(optimizer) reads it into an optimizer over the whole
-    // model; sharded, this rank keeps its shard of it.
+    std::vector<optim::piece> optimizer_part_pieces(int r) const {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) return sharded_->pieces_of(r);
+      else return {};
+    }
+    // Loads a checkpoint's optimizer: load(optimizer) reads a whole optimizer's state into one
+    // over the whole model, and a sharded rank keeps its shard of it; or, from a sharded
+    // checkpoint, the options and the parts (load_parts(optimizer), unsharded).
     template <class Load>
     void load_checkpoint_optimizer(Tower& tower, Load&& load) {
       if constexpr (detail::replicas_base<Tower>::has_optimizer) {
         if (sharded_) sharded_->load_whole([&] { return tower.make_optimizer(model_); }, load);
         else load(this->optimizer());
+      }
+    }
+    template <class Unsharded>
+    void load_checkpoint_parts(Tower& tower, const c10::IValue& options, const state_parts& parts, const std::string& source,
+                               Unsharded&& unsharded) {
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) {
+        if (sharded_) sharded_->load_pieces([&] { return tower.make_optimizer(model_); }, options, parts, source);
+        else unsharded(this->optimizer());
       }
     }
     // Sums values across the ranks, in place.

@@ -9,25 +9,22 @@
 // - step_and_gather(): the optimizer's step, then one all-gather per bucket brings every rank's
 //   updated shard to every rank (the stop vote rides in it, detail/stop_vote.hpp, when the
 //   gradients do not carry it); two are in flight at once, packed and unpacked around them.
-// - consolidate(): every rank sends its pieces' state to rank 0, which builds an optimizer over
-//   the whole model holding the whole state (ZeroRedundancyOptimizer.consolidate_state_dict):
-//   what a checkpoint saves, so that it resumes unsharded, on other ranks, or sharded otherwise.
-// - load_whole(): the reverse, with no collective (every rank reads the same checkpoint): an
-//   optimizer over the whole model is loaded, and this rank keeps its pieces' state.
+// - saved_pieces(): this rank's pieces' state, as the part of a checkpoint it writes itself
+//   (optim/optimizer_pieces.hpp); options() the groups' options, which rank 0 writes.
+// - load_pieces(): this rank's pieces' state from the parts of a checkpoint of any layout, read
+//   a part at a time (only those that hold some of its pieces); load_whole() from a checkpoint
+//   of an unsharded run: an optimizer over the whole model is loaded, and this rank keeps its
+//   pieces' state. Neither makes a collective: every rank reads the same checkpoint.
 //
-// The state is handled through OptimizerParamState's own serialize(), so any optimizer whose
-// state is elementwise works: a state tensor shaped as its parameter is cut (or joined) with
-// it, any other value (a step count) is kept. LBFGS, whose step is not elementwise, is refused.
-// A failed collective throws collective_error.
+// Any optimizer whose state is elementwise works: a state tensor with as many elements as its
+// parameter is cut (or joined) with it, any other value (a step count) is kept. LBFGS, whose
+// step is not elementwise, is refused. A failed collective throws collective_error.
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -35,8 +32,6 @@
 
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 #include <torch/types.h>
 
 #include <tp/checkpoint_error.hpp>
@@ -47,55 +42,21 @@
 #include <tp/optim/checks.hpp>
 #include <tp/optim/lamb.hpp>
 #include <tp/optim/lars.hpp>
+#include <tp/optim/optimizer_pieces.hpp>
+#include <tp/optim/optimizer_state.hpp>
 
 namespace tp::detail {
 
-// One parameter state's values by name (OptimizerParamState::serialize's keys).
-struct state_values {
-  std::map<std::string, c10::IValue> values;
-
-  static state_values of(const torch::optim::OptimizerParamState& state) {
-    torch::serialize::OutputArchive out;
-    state.serialize(out);
-    std::ostringstream bytes;
-    out.save_to(bytes);
-    const auto text = bytes.str();
-    torch::serialize::InputArchive in;
-    in.load_from(text.data(), text.size());
-    state_values result;
-    for (const auto& key : in.keys()) {
-      if (key == "training") continue;  // the archive's module's own attribute
-      c10::IValue v;
-      if (in.try_read(key, v)) result.values[key] = v;
-    }
-    return result;
-  }
-  // A state of `like`'s type holding these values.
-  std::unique_ptr<torch::optim::OptimizerParamState> make_like(const torch::optim::OptimizerParamState& like) const {
-    torch::serialize::OutputArchive out;
-    for (const auto& [key, v] : values) {
-      if (v.isTensor()) out.write(key, v.toTensor(), /*is_buffer=*/true);
-      else out.write(key, v);
-    }
-    std::ostringstream bytes;
-    out.save_to(bytes);
-    const auto text = bytes.str();
-    torch::serialize::InputArchive in;
-    in.load_from(text.data(), text.size());
-    auto state = like.clone();
-    state->serialize(in);
-    return state;
-  }
-};
-
-// The bytes of an optimizer's state tensors (what sharding divides; a serialized state adds a
-// fixed overhead).
+// The bytes of an optimizer's state tensors (what sharding divides; step counts and the
+// serialized form add a fixed overhead).
 template <class Optimizer>
 std::int64_t state_tensor_bytes(Optimizer& optimizer) {
   std::int64_t bytes = 0;
-  for (const auto& [key, state] : torch_optimizer_of(optimizer)->state())
-    for (const auto& [name, v] : state_values::of(*state).values)
-      if (v.isTensor()) bytes += static_cast<std::int64_t>(v.toTensor().nbytes());
+  for (const auto& state : optim::position_states(optim::state_of(optimizer), "the optimizer's state")) {
+    if (state.isNone()) continue;
+    for (const auto& entry : state.toGenericDict())
+      if (entry.value().isTensor() && entry.value().toTensor().dim() >= 1) bytes += static_cast<std::int64_t>(entry.value().toTensor().nbytes());
+  }
   return bytes;
 }
 
@@ -105,10 +66,12 @@ class sharded_optimizer {
   // `optimizer`: the user's, over the whole model (no state yet), which it then holds the pieces
   // of (it must outlive this); `parameters`: the model's, in the order the plan indexes them;
   // `gradient(k)`: this rank's shard of bucket k's averaged gradients, flat.
-  sharded_optimizer(Optimizer& optimizer, std::vector<torch::Tensor> parameters, shard_plan plan, std::vector<bucket> layout,
-                    const std::function<torch::Tensor(std::size_t)>& gradient, c10::intrusive_ptr<collective_group> group)
+  sharded_optimizer(Optimizer& optimizer, std::vector<torch::Tensor> parameters, std::vector<std::string> names, shard_plan plan,
+                    std::vector<bucket> layout, const std::function<torch::Tensor(std::size_t)>& gradient,
+                    c10::intrusive_ptr<collective_group> group)
       : optimizer_(optimizer),
         parameters_(std::move(parameters)),
+        names_(std::move(names)),
         plan_(std::move(plan)),
         layout_(std::move(layout)),
         group_(std::move(group)) {
@@ -120,9 +83,18 @@ class sharded_optimizer {
       throw std::invalid_argument("tp::MultiProcess: .shard(): the tower's optimizer already has state when it is made; a sharded "
                                   "optimizer must start empty (load state through a checkpoint instead)");
     // Each parameter's group, then the groups hold this rank's pieces instead of parameters.
+    // Each parameter's group, and its number in the whole optimizer (-1: frozen, in none).
     std::map<const void*, std::size_t> group_of;
+    std::map<const void*, std::int64_t> number_of;
     for (std::size_t g = 0; g < base.param_groups().size(); ++g)
-      for (const auto& p : base.param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = g;
+      for (const auto& p : base.param_groups()[g].params()) {
+        group_of[p.unsafeGetTensorImpl()] = g;
+        number_of.emplace(p.unsafeGetTensorImpl(), static_cast<std::int64_t>(number_of.size()));
+      }
+    for (const auto& p : parameters_) {
+      const auto found = number_of.find(p.unsafeGetTensorImpl());
+      number_.push_back(found == number_of.end() ? -1 : found->second);
+    }
     for (auto& group : base.param_groups()) group.params().clear();
     torch::NoGradGuard no_grad;
     for (const auto& piece : plan_.pieces) {
@@ -134,6 +106,10 @@ class sharded_optimizer {
       pieces_.push_back(view);
       if (found != group_of.end()) base.param_groups()[found->second].params().push_back(view);  // else frozen: never stepped
     }
+    for (const auto& group : base.param_groups())  // the pieces in the order the groups list them
+      for (const auto& view : group.params())
+        for (std::size_t i = 0; i < pieces_.size(); ++i)
+          if (pieces_[i].unsafeGetTensorImpl() == view.unsafeGetTensorImpl()) listed_.push_back(i);
     // LARS and LAMB scale each tensor's step by its whole norms: summed over the ranks' pieces.
     if (auto* lamb = dynamic_cast<optim::LAMB*>(&base)) lamb->shard(layers());
     if (auto* lars = dynamic_cast<optim::LARS*>(&base)) lars->shard(layers());
@@ -153,7 +129,6 @@ class sharded_optimizer {
   // (when the gradients' reduction did not carry it), `vote` (a stop code) rides in the last
   // bucket's all-gather, whose vote slots of all ranks are returned (stop_vote::decode).
   torch::Tensor step_and_gather(bool step, bool carry_vote, int vote) {
-    whole_.reset();  // a consolidated state is only good until the next step
     if (step) optimizer_.step();
     torch::NoGradGuard no_grad;
     // Every bucket's all-gather is started as soon as its row is packed, and unpacked in order
@@ -174,50 +149,42 @@ class sharded_optimizer {
   }
   std::int64_t gathers() const noexcept { return gathers_; }
 
-  // Every rank: sends its pieces' state to rank 0, which keeps an optimizer over the whole
-  // model with the whole state (whole()) until the next step.
-  // `make_whole()` makes an optimizer over the whole model, as the tower does.
-  template <class MakeWhole>
-  void consolidate(MakeWhole&& make_whole) {
-    const auto bytes = pieces_state_bytes();
-    // Through the backend's device (NCCL moves only GPU tensors): the sizes first (gather wants
-    // equal tensors), then every rank's bytes, padded.
-    const auto device = parameters_.front().device();
-    auto size = torch::tensor({static_cast<std::int64_t>(bytes.size())}, torch::kLong).to(device);
-    auto sizes = torch::empty({plan_.world}, torch::TensorOptions(torch::kLong).device(device));
-    std::vector<std::vector<torch::Tensor>> size_out(1);
-    for (int r = 0; r < plan_.world; ++r) size_out[0].push_back(sizes.narrow(0, r, 1));
-    std::vector<torch::Tensor> size_in{size};
-    run([&] { group_->allgather(size_out, size_in)->wait(); }, "gathering the optimizer shards' sizes");
-    sizes = sizes.cpu();
-    const auto largest = sizes.max().item<std::int64_t>();
-    auto mine = torch::zeros({largest}, torch::kUInt8);
-    std::memcpy(mine.data_ptr(), bytes.data(), bytes.size());
-    mine = mine.to(device);
-    std::vector<std::vector<torch::Tensor>> all;  // rank 0's receive buffers (none elsewhere: Gloo wants none)
-    if (plan_.rank == 0) {
-      all.resize(1);
-      for (int r = 0; r < plan_.world; ++r) all[0].push_back(torch::empty({largest}, torch::TensorOptions(torch::kUInt8).device(device)));
-    }
-    std::vector<torch::Tensor> in{mine};
-    c10d::GatherOptions options;
-    options.rootRank = 0;
-    run([&] { group_->gather(all, in, options)->wait(); }, "gathering the optimizer shards onto rank 0 for a checkpoint");
-    if (plan_.rank != 0) return;
-    std::vector<std::string> per_rank;
-    for (int r = 0; r < plan_.world; ++r) {
-      const auto received = all[0][r].cpu();
-      per_rank.emplace_back(static_cast<const char*>(received.data_ptr()), static_cast<std::size_t>(sizes[r].item<std::int64_t>()));
-    }
-    whole_.emplace(assemble(make_whole(), per_rank));
+  // Rank r's pieces (any rank's: every rank computes every plan), by their parameter's number
+  // in the whole optimizer; frozen parameters, which have no state, are left out.
+  std::vector<optim::piece> pieces_of(int r) const {
+    std::vector<optim::piece> out;
+    for (const auto& p : make_shard_plan(layout_, r, plan_.world).pieces)
+      if (number_[p.parameter] >= 0) out.push_back({number_[p.parameter], p.in_parameter, p.length});
+    return out;
   }
 
-  // The optimizer over the whole model with the whole state, after consolidate(), on rank 0.
-  Optimizer& whole() {
-    if (!whole_)
-      throw checkpoint_error("a sharded run's checkpoint needs every rank's optimizer shard: call trainer.consolidate_state() on every "
-                             "rank before rank 0 saves (ModelSaver, MinSaver and MaxSaver do)");
-    return *whole_;
+  // This rank's pieces' state (optim::saved_pieces' list): its part of a checkpoint.
+  c10::impl::GenericList saved_pieces() {
+    std::vector<std::string> names;
+    for (const auto i : listed_) names.push_back(names_[plan_.pieces[i].parameter]);
+    return optim::saved_pieces(optim::position_states(optim::state_of(optimizer_), "the sharded optimizer's state"), listed_pieces(), names);
+  }
+
+  // The groups' options as an optimizer over the whole model holds them, without any state
+  // (optim::state_of's tree): what rank 0 writes beside the parts.
+  template <class MakeWhole>
+  c10::IValue options(MakeWhole&& make_whole) {
+    auto whole = make_whole();
+    auto& to = torch_base(whole, "");
+    auto& mine = torch_base(optimizer_, "");
+    for (std::size_t g = 0; g < to.param_groups().size() && g < mine.param_groups().size(); ++g)
+      to.param_groups()[g].set_options(mine.param_groups()[g].options().clone());  // a schedule's learning rate
+    return optim::state_of(whole);
+  }
+
+  // Loads the options (options()' tree, through an optimizer over the whole model), then this
+  // rank's pieces' state from the parts that hold some of it.
+  template <class MakeWhole>
+  void load_pieces(MakeWhole&& make_whole, const c10::IValue& options, const state_parts& parts, const std::string& source) {
+    auto whole = make_whole();
+    optim::load_state(whole, options, source + "/optimizer_states/0");
+    copy_options(whole);
+    optim::load_joined(optimizer_, listed_pieces(), {}, parts, source);
   }
 
   // Loads through an optimizer over the whole model (load(whole) reads a checkpoint into it),
@@ -226,28 +193,14 @@ class sharded_optimizer {
   void load_whole(MakeWhole&& make_whole, Load&& load) {
     auto whole = make_whole();
     load(whole);
-    auto& from = torch_base(whole, "the checkpoint's optimizer");
-    auto& to = torch_base(optimizer_, "");
-    if (from.param_groups().size() != to.param_groups().size())
-      throw checkpoint_error("the checkpoint's optimizer has " + std::to_string(from.param_groups().size()) + " parameter groups, this one " +
-                             std::to_string(to.param_groups().size()));
-    for (std::size_t g = 0; g < to.param_groups().size(); ++g) to.param_groups()[g].set_options(from.param_groups()[g].options().clone());
-    std::map<const void*, torch::Tensor> whole_param;  // this model's parameter -> the whole optimizer's same tensor
-    for (auto& group : from.param_groups())
-      for (auto& p : group.params()) whole_param[p.unsafeGetTensorImpl()] = p;
-    std::vector<std::pair<torch::Tensor, std::unique_ptr<torch::optim::OptimizerParamState>>> kept;
-    for (std::size_t i = 0; i < plan_.pieces.size(); ++i) {
-      const auto& piece = plan_.pieces[i];
-      const auto& p = parameters_[piece.parameter];
-      const auto found = from.state().find(optim::detail::param_state_key(from.state(), p));
-      if (found == from.state().end()) continue;
-      auto values = state_values::of(*found->second);
-      for (auto& [key, v] : values.values)
-        if (v.isTensor() && v.toTensor().sizes() == p.sizes()) v = v.toTensor().reshape(-1).narrow(0, piece.in_parameter, piece.length).clone();
-      kept.emplace_back(pieces_[i], values.make_like(*found->second));
-    }
-    to.state().clear();
-    for (auto& [piece, state] : kept) to.state()[optim::detail::param_state_key(to.state(), piece)] = std::move(state);
+    copy_options(whole);
+    const std::string source = "the checkpoint's optimizer";
+    const auto [pieces, shapes] = optim::whole_pieces(torch_base(whole, source));
+    auto part = state_tree::new_dict();
+    part.insert("pieces", optim::saved_pieces(optim::position_states(optim::state_of(whole), source), pieces,
+                                              std::vector<std::string>(pieces.size())));
+    state_parts one{{pieces}, [&](std::size_t) { return state_tree(part, source); }};
+    optim::load_joined(optimizer_, listed_pieces(), {}, one, source);
   }
 
  private:
@@ -256,6 +209,24 @@ class sharded_optimizer {
     auto* base = torch_optimizer_of(optimizer);
     if (!base) throw std::invalid_argument("tp::MultiProcess: .shard() needs a torch::optim::Optimizer (or tp::optim::AnyOptimizer)");
     return *base;
+  }
+
+  // The pieces the groups hold, in their order, by their parameter's number in the whole optimizer.
+  std::vector<optim::piece> listed_pieces() const {
+    std::vector<optim::piece> out;
+    for (const auto i : listed_) out.push_back({number_[plan_.pieces[i].parameter], plan_.pieces[i].in_parameter, plan_.pieces[i].length});
+    return out;
+  }
+
+  // The whole optimizer's groups' options, into this one's.
+  template <class Whole>
+  void copy_options(Whole& whole) {
+    auto& from = torch_base(whole, "the checkpoint's optimizer");
+    auto& to = torch_base(optimizer_, "");
+    if (from.param_groups().size() != to.param_groups().size())
+      throw checkpoint_error("the checkpoint's optimizer has " + std::to_string(from.param_groups().size()) + " parameter groups, this one " +
+                             std::to_string(to.param_groups().size()));
+    for (std::size_t g = 0; g < to.param_groups().size(); ++g) to.param_groups()[g].set_options(from.param_groups()[g].options().clone());
   }
 
   // A collective; its failure throws collective_error, naming it (the policy says which ranks
@@ -332,86 +303,15 @@ class sharded_optimizer {
     return shards;
   }
 
-  // This rank's pieces' states, piece by piece ("piece/I/..."), as archive bytes.
-  std::string pieces_state_bytes() {
-    auto& base = torch_base(optimizer_, "");
-    torch::serialize::OutputArchive out;
-    for (std::size_t i = 0; i < pieces_.size(); ++i) {
-      const auto found = base.state().find(optim::detail::param_state_key(base.state(), pieces_[i]));
-      if (found == base.state().end()) continue;
-      torch::serialize::OutputArchive one;
-      found->second->serialize(one);
-      out.write("piece/" + std::to_string(i), one);
-    }
-    out.write("groups", c10::IValue(static_cast<std::int64_t>(base.param_groups().size())));
-    std::ostringstream text;
-    out.save_to(text);
-    return text.str();
-  }
-
-  // Rank 0: the whole optimizer from every rank's pieces.
-  Optimizer assemble(Optimizer whole, const std::vector<std::string>& per_rank) {
-    auto& to = torch_base(whole, "");
-    auto& mine = torch_base(optimizer_, "");
-    for (std::size_t g = 0; g < to.param_groups().size() && g < mine.param_groups().size(); ++g)
-      to.param_groups()[g].set_options(mine.param_groups()[g].options().clone());  // a schedule's learning rate
-    // A template state of the optimizer's type: any state this rank holds (ranks hold the same type).
-    struct joined {
-      state_values values;
-      std::unique_ptr<torch::optim::OptimizerParamState> like;
-    };
-    std::map<std::size_t, joined> states;  // by parameter index
-    for (int r = 0; r < plan_.world; ++r) {
-      torch::serialize::InputArchive in;
-      in.load_from(per_rank[r].data(), per_rank[r].size());
-      const auto plan = make_shard_plan(layout_, r, plan_.world);
-      for (std::size_t i = 0; i < plan.pieces.size(); ++i) {
-        torch::serialize::InputArchive one;
-        if (!in.try_read("piece/" + std::to_string(i), one)) continue;
-        const auto& piece = plan.pieces[i];
-        const auto& p = parameters_[piece.parameter];
-        auto& j = states[piece.parameter];
-        if (!j.like) {
-          j.like = template_state();
-          if (!j.like) return whole;  // no rank has stepped: no state anywhere
-        }
-        auto piece_state = j.like->clone();
-        piece_state->serialize(one);
-        for (auto& [key, v] : state_values::of(*piece_state).values) {
-          if (v.isTensor() && v.toTensor().dim() == 1 && v.toTensor().numel() == piece.length) {
-            auto& full = j.values.values[key];
-            if (!full.isTensor()) full = torch::zeros({p.numel()}, v.toTensor().options());
-            full.toTensor().narrow(0, piece.in_parameter, piece.length).copy_(v.toTensor());
-          } else {
-            j.values.values[key] = v;
-          }
-        }
-      }
-    }
-    for (auto& [index, j] : states) {
-      const auto& p = parameters_[index];
-      for (auto& [key, v] : j.values.values)
-        if (v.isTensor() && v.toTensor().dim() == 1 && v.toTensor().numel() == p.numel()) v = v.toTensor().view(p.sizes());
-      to.state()[optim::detail::param_state_key(to.state(), p)] = j.values.make_like(*j.like);
-    }
-    return whole;
-  }
-
-  // A state object of the optimizer's type, to deserialize pieces into: this rank's first, or
-  // (for a rank that owns nothing) none.
-  std::unique_ptr<torch::optim::OptimizerParamState> template_state() {
-    auto& base = torch_base(optimizer_, "");
-    if (base.state().empty()) return nullptr;
-    return base.state().begin()->second->clone();
-  }
-
   Optimizer& optimizer_;
   std::vector<torch::Tensor> parameters_;
+  std::vector<std::string> names_;  // the parameters'
+  std::vector<std::int64_t> number_;  // each parameter's number in the whole optimizer (-1: frozen)
   shard_plan plan_;
   std::vector<bucket> layout_;
   c10::intrusive_ptr<collective_group> group_;
   std::vector<torch::Tensor> pieces_;  // flat views into the parameters, one per plan piece
-  std::optional<Optimizer> whole_;
+  std::vector<std::size_t> listed_;    // the pieces the groups hold, in the groups' order
   std::int64_t gathers_ = 0;
 };
 
