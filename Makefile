@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 CMAKE_ARGS ?=
 
-.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize clean
+.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize fuzz clean
 
 setup:
 	@bash scripts/setup.sh
@@ -65,5 +65,13 @@ sanitize: setup
 	    $$run $(BUILD)-$$s/tests/tp_process_tests --gtest_brief=1 || exit 1; \
 	done
 
+# The libFuzzer targets of fuzz/ (the torch.save reader, checkpoint manifests, tar shards, JPEG,
+# PNG), built with clang, each run for FUZZ_RUNS inputs from its seed corpus (scripts/fuzz.sh).
+FUZZ_RUNS ?= 20000
+fuzz: setup
+	@CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DTP_FUZZ=ON -DTP_BUILD_TESTS=OFF -DTP_BUILD_EXAMPLES=OFF -DTP_BUILD_BENCH=OFF > $(BUILD)-fuzz.configure.log 2>&1 || { cat $(BUILD)-fuzz.configure.log; exit 1; }
+	@bash scripts/timed.sh "fuzz build" cmake --build $(BUILD)-fuzz --target fuzzers -j $(JOBS)
+	@bash scripts/timed.sh "fuzz ($(FUZZ_RUNS) inputs each)" bash scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_RUNS)
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD).configure.log build-debian13* 
+	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD)-fuzz $(BUILD).configure.log build-debian13* 

@@ -16,9 +16,9 @@
 # third of its budget.
 # The kernel matrix runs on the host only: it varies the CPU's kernels, not LibTorch.
 # Debian 12's clang 14 cannot compile LibTorch 1.13's headers as C++20, so the host has no
-# clang run.
+# clang run, and the libFuzzer targets (make fuzz, clang only) build and run here, last.
 #
-#   scripts/debian13.sh
+#   scripts/debian13.sh            (TP_DEBIAN13_STAGES="suite clang fuzz", the default: which to run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source=$PWD
@@ -66,7 +66,7 @@ cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
 # A clean environment, as a new user's, keeping what CI and the BLAS kernels need.
 pass=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb)
-for name in CI JOBS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do
+for name in CI JOBS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE FUZZ_RUNS; do
   [ -n "${!name:-}" ] && pass+=("$name=${!name}")
 done
 # Stage times (scripts/timed.sh), where the log is in the source tree that the root sees at /tp.
@@ -74,9 +74,10 @@ case "${TP_STAGE_LOG:-}" in "$source"/*) pass+=("TP_STAGE_LOG=/tp/${TP_STAGE_LOG
 echo "test-debian13: Debian 13 with $(chroot "$root" dpkg-query -W -f='libtorch-dev ${Version}' libtorch-dev 2>/dev/null || echo 'LibTorch not installed yet')"
 in_root() { chroot "$root" /usr/bin/env -i "${pass[@]}" "$@"; }
 bash scripts/timed.sh "Debian 13 set-up" chroot "$root" /usr/bin/env -i "${pass[@]}" bash /tp/scripts/setup.sh   # a new root has no make yet
-in_root sh -c 'dpkg-query -W -f="\${Status}" clang 2>/dev/null | grep -q "install ok installed" ||
-               { echo "test-debian13: installing clang"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >/dev/null; }'
-echo "== test-debian13: the suite with g++"
+# clang, and libFuzzer's runtime for the fuzz targets.
+in_root sh -c 'for p in clang libclang-rt-dev; do dpkg-query -W -f="\${Status}" $p 2>/dev/null | grep -q "install ok installed" ||
+               { echo "test-debian13: installing $p"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $p >/dev/null; }; done'
+stages=" ${TP_DEBIAN13_STAGES:-suite clang fuzz} "
 # -O1: the suite's time is in LibTorch, and -O1 compiles in less time than Release's -O3. The
 # compile-time rules run with g++ 12 on the host and with clang 19 below.
 # One intra-op thread per test: two tests side by side with two threads each oversubscribe the
@@ -88,7 +89,16 @@ echo "== test-debian13: the suite with g++"
 # configurations, whose LibTorch calls the unit tests make) run on the host only; here the unit
 # tests and the examples that cross a version border (checkpoints, TorchScript, Python) run.
 # Everything is built at -O1, so the tests need no precompiled header of their own.
-in_root env OMP_NUM_THREADS=1 make -C /tp BUILD=build-debian13 CMAKE_ARGS="-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DTP_TEST_OPTIMIZATION=" \
-  CTEST_ARGS='-LE "compile_time|long_example"' suite
-echo "== test-debian13: the compile checks with clang"
-in_root CXX=clang++ make -C /tp BUILD=build-debian13-clang compile-checks
+if [[ $stages == *" suite "* ]]; then
+  echo "== test-debian13: the suite with g++"
+  in_root env OMP_NUM_THREADS=1 make -C /tp BUILD=build-debian13 CMAKE_ARGS="-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DTP_TEST_OPTIMIZATION=" \
+    CTEST_ARGS='-LE "compile_time|long_example"' suite
+fi
+if [[ $stages == *" clang "* ]]; then
+  echo "== test-debian13: the compile checks with clang"
+  in_root CXX=clang++ make -C /tp BUILD=build-debian13-clang compile-checks
+fi
+if [[ $stages == *" fuzz "* ]]; then
+  echo "== test-debian13: the fuzz targets with clang"
+  in_root make -C /tp BUILD=build-debian13 fuzz
+fi
