@@ -1,4 +1,4 @@
-// The cost of tp's phase markers (tp/detail/phase_marker.hpp) with no profiler running: the
+// The cost of tp's phase markers (tp/trainer/detail/phase_marker.hpp) with no profiler running: the
 // tiny-MLP step of bench_loop_overhead written by hand, against the same step with the markers
 // a tp::Trainer step has with 16 callbacks (input wait, forward, backward, optimizer step, and
 // each callback's before_step and after_step). The trainer asks whether a profiler runs once

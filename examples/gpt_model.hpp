@@ -18,7 +18,7 @@
 #include <torch/version.h>
 
 #include <tp/recompute.hpp>
-#include <tp/state_dict.hpp>
+#include <tp/checkpoint/state_dict.hpp>
 
 namespace gpt {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include <tp/checkpoint.hpp>
+#include <tp/checkpoint/files.hpp>
 #include <tp/optim/optimizer_pieces.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

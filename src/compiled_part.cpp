@@ -4,16 +4,16 @@
 // TP_SEPARATE_COMPILATION in every file. tools/check_compiled_part.py checks that every header
 // with such definitions is included here.
 #define TP_BUILDING_COMPILED_PART
-#include <tp/checkpoint.hpp>
-#include <tp/detail/intra_op_threads.hpp>
-#include <tp/detail/python_pickle.hpp>
-#include <tp/detail/run_tower.hpp>
-#include <tp/detail/signals.hpp>
+#include <tp/checkpoint/files.hpp>
+#include <tp/trainer/detail/intra_op_threads.hpp>
+#include <tp/checkpoint/detail/python_pickle.hpp>
+#include <tp/policies/distribution/detail/run_tower.hpp>
+#include <tp/trainer/detail/signals.hpp>
 #include <tp/gradient_processing.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/model_summary.hpp>
 #include <tp/optim/torch_optim_state.hpp>
 #include <tp/policies/distribution/single_device.hpp>
 #include <tp/precision.hpp>
-#include <tp/state_dict.hpp>
+#include <tp/checkpoint/state_dict.hpp>
 #include <tp/train_options.hpp>

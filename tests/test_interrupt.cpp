@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <tp/detail/stop_vote.hpp>
+#include <tp/policies/distribution/detail/stop_vote.hpp>
 
 #include "support.hpp"
 
@@ -626,7 +626,7 @@ TEST(SignalAndResume, ASecondSigintEndsTheProcessAtOnce) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "status " << status;
 }
 
-// The stop vote's reader (detail/stop_vote.hpp): read at once from host memory, or one
+// The stop vote's reader (policies/distribution/detail/stop_vote.hpp): read at once from host memory, or one
 // boundary later (what a GPU's votes get: their copy to the host is not waited for), and
 // whatever is still unread at an epoch's end.
 TEST(StopVoteReader, ReadsAtOnceOrOneBoundaryLaterAndDrainsAtTheEpochsEnd) {

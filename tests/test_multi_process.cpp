@@ -246,19 +246,25 @@ void read_ids(const std::string& out, int world, std::vector<long long>& ids) {
 // there and train to the end of the pass (256 examples) at step `steps_total`. Across the
 // interruption, every example is trained on exactly once, and the resumed chief says what
 // changed in one line.
-void expect_resharded(int before, int steps_before, int after, int steps_total, const std::string& says) {
-  TempDir dir("reshard" + std::to_string(before) + std::to_string(after));
-  const std::vector<std::string> common{"--batch", "8", "--steps-per-epoch", "1", "--save-every", "1000", "--ids", "1", "--logdir", (dir.path / "log").string()};
+// `shard_before` and `shard_after`: the runs' --shard (a sharded run's checkpoint is its ranks'
+// parts, which the other layout reads as it needs them).
+void expect_resharded(int before, int steps_before, int after, int steps_total, const std::string& says,
+                      const std::string& shard_before = "none", const std::string& shard_after = "none") {
+  TempDir dir("reshard" + std::to_string(before) + std::to_string(after) + shard_before + shard_after);
+  const std::vector<std::string> common{"--batch", "8", "--steps-per-epoch", "1", "--save-every", "1000", "--ids", "1", "--optimizer", "adam",
+                                        "--logdir", (dir.path / "log").string()};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
   };
   {
-    auto ranks = start_ranks(before, with({"--steps", std::to_string(steps_before), "--out", (dir.path / "a").string()}), tp::free_local_port());
+    auto ranks = start_ranks(before, with({"--steps", std::to_string(steps_before), "--shard", shard_before, "--out", (dir.path / "a").string()}),
+                             tp::free_local_port());
     for (auto& r : ranks) r.finish();
     for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
   }
-  auto ranks = start_ranks(after, with({"--steps", std::to_string(steps_total), "--out", (dir.path / "b").string()}), tp::free_local_port());
+  auto ranks = start_ranks(after, with({"--steps", std::to_string(steps_total), "--shard", shard_after, "--out", (dir.path / "b").string()}),
+                           tp::free_local_port());
   for (auto& r : ranks) r.finish();
   for (auto& r : ranks) ASSERT_TRUE(r.succeeded()) << r.output;
   EXPECT_NE(ranks[0].output.find("tp::ModelSaver: " + says + "\n"), std::string::npos) << ranks[0].output;
@@ -282,6 +288,17 @@ TEST(MultiProcessReshard, OneRankThenTwoSeeEveryExampleOnce) {
 TEST(MultiProcessReshard, TwoRanksThenFourSeeEveryExampleOnce) {
   // 80, then 176 / 4 = 44 each: five batches of 8 and one of 4.
   expect_resharded(2, 5, 4, 11, "resumed on 4 processes x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8 per step: global batch 16 -> 32");
+}
+// The same with sharded runs: 2 sharded ranks, then 1 unsharded; 2 sharded, then 4 sharded
+// otherwise; 4 sharded, then 2 sharded.
+TEST(MultiProcessReshard, ShardedRanksThenAnotherLayoutSeeEveryExampleOnce) {
+  expect_resharded(2, 5, 1, 27, "resumed on 1 process x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8 per step: global batch 16 -> 8",
+                   "gradients", "none");
+  expect_resharded(2, 5, 4, 11, "resumed on 4 processes x 1 batch of 8 per step from a checkpoint of 2 processes x 1 batch of 8 per step: global batch 16 -> 32",
+                   "optimizer", "gradients");
+  // 4 x 8 x 3 = 96, then 160 / 16 = 10 steps of 2 x 8.
+  expect_resharded(4, 3, 2, 13, "resumed on 2 processes x 1 batch of 8 per step from a checkpoint of 4 processes x 1 batch of 8 per step: global batch 32 -> 16",
+                   "gradients", "gradients");
 }
 
 // The newest checkpoint's global step in a folder of model-<step>.ckpt files (-1: none).

@@ -10,9 +10,10 @@ import re
 import sys
 
 # Layer 0: the public value types that concepts and mechanics may name.
-VOCABULARY = {"batch", "callback_pack", "checkpoint_error", "compiled_part", "epoch_times", "gradient_processing", "precision", "stop_training",
-              "tower_context", "train_options", "train_outcome", "update_options", "data/state", "state_tree", "state_parts"}
-UMBRELLAS = {"tp.hpp", "data.hpp", "distributed.hpp", "monitors.hpp", "images.hpp"}
+VOCABULARY = {"batch", "callback_pack", "checkpoint/checkpoint_error", "compiled_part", "epoch_times", "gradient_processing", "precision", "stop_training",
+              "tower_context", "train_options", "train_outcome", "update_options", "data/state", "checkpoint/state_tree",
+              "checkpoint/state_parts"}
+UMBRELLAS = {"tp.hpp", "data.hpp", "distributed.hpp", "monitors.hpp", "images.hpp", "checkpoint.hpp"}
 NAMES = ["vocabulary", "concepts", "detail", "parts", "trainer", "umbrella"]
 
 
@@ -22,7 +23,7 @@ def layer(header):
         return 0
     if header.startswith("concepts/"):
         return 1
-    if header.startswith("detail/"):
+    if "/detail/" in "/" + header:  # a feature's mechanics: policies/distribution/detail/, trainer/detail/, ...
         return 2
     if header == "trainer.hpp" or header.startswith("trainer/"):
         return 4

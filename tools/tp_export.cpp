@@ -15,9 +15,9 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
-#include <tp/checkpoint.hpp>
+#include <tp/checkpoint/files.hpp>
 #include <tp/scripted_module.hpp>
-#include <tp/state_dict.hpp>
+#include <tp/checkpoint/state_dict.hpp>
 
 int main(int argc, char** argv) try {
   std::string checkpoint, scripted, out, state_dict, whole;

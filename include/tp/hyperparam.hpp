@@ -15,7 +15,7 @@
 
 #include <torch/optim.h>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/optim/lamb.hpp>
 #include <tp/optim/lars.hpp>
 #include <tp/optim/nadam.hpp>

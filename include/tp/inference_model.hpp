@@ -20,7 +20,7 @@
 
 #include <torch/types.h>
 
-#include <tp/checkpoint.hpp>
+#include <tp/checkpoint/files.hpp>
 #include <tp/precision.hpp>
 
 namespace tp {

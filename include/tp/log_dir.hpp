@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include <tp/distributed/environment.hpp>
-#include <tp/detail/writable_folder.hpp>
+#include <tp/checkpoint/detail/writable_folder.hpp>
 
 namespace tp {
 

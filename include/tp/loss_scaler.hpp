@@ -32,7 +32,7 @@
 
 #include <tp/compiled_part.hpp>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/gradient_processing.hpp>
 
 namespace tp {

@@ -12,7 +12,7 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/detail/tower_set.hpp>
+#include <tp/policies/distribution/detail/tower_set.hpp>
 
 namespace tp {
 

@@ -33,8 +33,8 @@
 #include <tp/callbacks/trigger.hpp>
 #include <tp/callbacks/warmup.hpp>
 #include <tp/callbacks/weight_ema.hpp>
-#include <tp/checkpoint.hpp>
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/files.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>

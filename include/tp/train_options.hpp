@@ -36,7 +36,7 @@ struct TrainOptions {
   TORCH_ARG(std::vector<int>, stop_signals) = {SIGINT, SIGTERM, SIGUSR1};
   // LibTorch's intra-op threads for this process, set when train() starts. 0, the default: the
   // physical cores this process may run on, shared among the run's processes on this machine,
-  // unless OMP_NUM_THREADS says otherwise (detail/intra_op_threads.hpp); -1: leave LibTorch's
+  // unless OMP_NUM_THREADS says otherwise (trainer/detail/intra_op_threads.hpp); -1: leave LibTorch's
   // setting as the program left it.
   TORCH_ARG(int, intra_op_threads) = 0;
   // The model summary (tp/model_summary.hpp) when training starts, and the optimizers' state

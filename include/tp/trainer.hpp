@@ -29,10 +29,10 @@
 #include <tp/concepts/scalar.hpp>
 #include <tp/concepts/step.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/detail/broken_part.hpp>
-#include <tp/detail/image.hpp>
-#include <tp/detail/intra_op_threads.hpp>
-#include <tp/detail/signals.hpp>
+#include <tp/trainer/detail/broken_part.hpp>
+#include <tp/monitors/detail/image.hpp>
+#include <tp/trainer/detail/intra_op_threads.hpp>
+#include <tp/trainer/detail/signals.hpp>
 #include <tp/model_summary.hpp>
 #include <tp/stop_training.hpp>
 #include <tp/train_options.hpp>

@@ -19,7 +19,7 @@ namespace tp {
 struct UpdateOptions {
   // Gradient processing (clipping, NaN policy), once on the reduced gradients.
   TORCH_ARG(GradientProcessing, gradients);
-  // Gradient accumulation: micro-batches per optimizer step (see detail/micro_batches.hpp).
+  // Gradient accumulation: micro-batches per optimizer step (see policies/distribution/detail/micro_batches.hpp).
   TORCH_ARG(int, accumulate) = 1;
   // The largest bucket of fused gradients, in bytes, for the policies that fuse them before
   // reducing (Replicated, ParameterServer, MultiProcess); the others have nothing to fuse.

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <utility>
 
-#include <tp/detail/plateau.hpp>
+#include <tp/callbacks/detail/plateau.hpp>
 
 namespace tp {
 

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include <tp/checkpoint.hpp>
-#include <tp/detail/plateau.hpp>
-#include <tp/detail/writable_folder.hpp>
+#include <tp/checkpoint/files.hpp>
+#include <tp/callbacks/detail/plateau.hpp>
+#include <tp/checkpoint/detail/writable_folder.hpp>
 
 namespace tp {
 

@@ -6,7 +6,7 @@
 //
 //   tp::ModelSaver(logdir).keep_last(10).keep_every_hours(0.5)
 //
-// - Files are model-<global_step>.ckpt (see tp/checkpoint.hpp), written atomically, with an
+// - Files are model-<global_step>.ckpt (see tp/checkpoint/files.hpp), written atomically, with an
 //   index, checkpoints.json, listing what the folder holds, newest last.
 // - It keeps the newest keep_last checkpoints and, of the older ones, one every
 //   keep_every_hours hours of writing (the first, then each written at least that long after
@@ -25,7 +25,7 @@
 //   state it saves is the state at the end of it. The chief writes the checkpoint; in a sharded
 //   run every process also writes its part (its shard of the optimizer state) beside it, and a
 //   checkpoint counts as written, for keeping and pruning, once all its parts are on disk
-//   (tp/checkpoint.hpp). Every process resumes from the checkpoint the chief chose.
+//   (tp/checkpoint/files.hpp). Every process resumes from the checkpoint the chief chose.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -37,10 +37,10 @@
 #include <system_error>
 #include <vector>
 
-#include <tp/checkpoint.hpp>
-#include <tp/detail/atomic_file.hpp>
-#include <tp/detail/background_writer.hpp>
-#include <tp/detail/writable_folder.hpp>
+#include <tp/checkpoint/files.hpp>
+#include <tp/checkpoint/detail/atomic_file.hpp>
+#include <tp/checkpoint/detail/background_writer.hpp>
+#include <tp/checkpoint/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -144,8 +144,9 @@ class ModelSaver {
     if (last_saved_step_ == trainer.global_step()) return;
     save(trainer);
     if (trainer.is_chief())
-      *log_ << "tp::ModelSaver: saved global step " << trainer.global_step() << " on the stop, to "
-            << (folder_ / checkpoint_file_name(trainer.global_step())).string() << "\n";
+      *log_ << "tp::ModelSaver: saving global step " << trainer.global_step() << " on the stop, to "
+            << (folder_ / checkpoint_file_name(trainer.global_step())).string()
+            << (background_ ? " (train() returns once it is on disk)\n" : "\n");
   }
   // The last write is on disk when train() returns; its error, if any, ends train() with it.
   template <class Trainer>

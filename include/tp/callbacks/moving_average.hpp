@@ -13,7 +13,7 @@
 
 #include <torch/types.h>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp {
 

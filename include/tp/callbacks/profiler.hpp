@@ -2,7 +2,7 @@
 // Profiler: records windows of steps with LibTorch's autograd profiler and writes each as a
 // Chrome trace, `<folder>/trace-steps-A-B.json` (tensorpack's GraphProfiler). The file opens in
 // Perfetto (ui.perfetto.dev) or chrome://tracing. Besides LibTorch's operators, the trace shows
-// tp's phases (tp/detail/phase_marker.hpp): tp::input_wait, tp::tower_forward,
+// tp's phases (tp/trainer/detail/phase_marker.hpp): tp::input_wait, tp::tower_forward,
 // tp::tower_backward, tp::reduce, tp::optimizer_step, and tp::callback/NAME.HOOK for each
 // callback's hook, so that it shows where a step's time goes. Work in the towers' threads is
 // recorded too.
@@ -28,7 +28,7 @@
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include <tp/detail/writable_folder.hpp>
+#include <tp/checkpoint/detail/writable_folder.hpp>
 
 namespace tp {
 

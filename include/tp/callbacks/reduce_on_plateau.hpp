@@ -11,8 +11,8 @@
 #include <string_view>
 #include <utility>
 
-#include <tp/state_tree.hpp>
-#include <tp/detail/plateau.hpp>
+#include <tp/checkpoint/state_tree.hpp>
+#include <tp/callbacks/detail/plateau.hpp>
 #include <tp/hyperparam.hpp>
 
 namespace tp {

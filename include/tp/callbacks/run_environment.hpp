@@ -9,7 +9,7 @@
 //       process may run on); precision bf16-mixed; memory format channels-last
 //
 // It says who chose the threads (tp's default, OMP_NUM_THREADS or the option:
-// detail/intra_op_threads.hpp), and warns when the reference BLAS is in use (about 20 times
+// trainer/detail/intra_op_threads.hpp), and warns when the reference BLAS is in use (about 20 times
 // slower than OpenBLAS), and when bf16-mixed runs on a CPU without bf16 instructions (slower
 // than fp32 there).
 #include <dlfcn.h>
@@ -29,7 +29,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
-#include <tp/detail/intra_op_threads.hpp>
+#include <tp/trainer/detail/intra_op_threads.hpp>
 #include <tp/precision.hpp>
 
 namespace tp {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/hyperparam.hpp>
 
 namespace tp {

@@ -17,7 +17,7 @@
 #include <utility>
 
 #include <tp/concepts/callback.hpp>
-#include <tp/detail/forward_hooks.hpp>
+#include <tp/callbacks/detail/forward_hooks.hpp>
 
 namespace tp {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/hyperparam.hpp>
 
 namespace tp {

@@ -21,9 +21,9 @@
 #include <torch/types.h>
 
 #include <tp/concepts/callback.hpp>
-#include <tp/state_dict.hpp>
-#include <tp/state_tree.hpp>
-#include <tp/detail/forward_hooks.hpp>
+#include <tp/checkpoint/state_dict.hpp>
+#include <tp/checkpoint/state_tree.hpp>
+#include <tp/callbacks/detail/forward_hooks.hpp>
 
 namespace tp {
 

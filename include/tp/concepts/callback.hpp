@@ -23,7 +23,7 @@ namespace tp::detail {
 
 // State (optional): a callback whose state a resumed run needs (a best value so far, a
 // running average) declares save_state(trainer, tp::state_tree&) and
-// load_state(trainer, const tp::state_tree&) (state_tree.hpp); checkpoints hold its tree.
+// load_state(trainer, const tp::state_tree&) (checkpoint/state_tree.hpp); checkpoints hold its tree.
 TP_DETAIL_NAME_PROBE(save_state)
 template <class C>
 concept names_save_state = names_member_save_state<C>;

@@ -46,7 +46,7 @@
 #include <tp/concepts/input.hpp>
 #include <tp/concepts/member_names.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/state_parts.hpp>
+#include <tp/checkpoint/state_parts.hpp>
 
 namespace tp::detail {
 TP_DETAIL_NAME_PROBE(is_chief)

@@ -1,7 +1,7 @@
 #pragma once
 // The one table of callback hooks. Every list of hooks in tp is made from TP_HOOK_TABLE: the
 // callback concepts and their rules (concepts/callback.hpp), the tags the trainer dispatches by
-// (trainer/callback_set.hpp), and the hooks a wrapper forwards (detail/forward_hooks.hpp).
+// (trainer/callback_set.hpp), and the hooks a wrapper forwards (callbacks/detail/forward_hooks.hpp).
 // Adding a hook is one row here (and its place in the loop).
 //
 // A row is X(name, kind, the hook's parameters after the trainer...). The kinds:

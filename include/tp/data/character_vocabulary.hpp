@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <tp/detail/atomic_file.hpp>
+#include <tp/checkpoint/detail/atomic_file.hpp>
 
 namespace tp::data {
 

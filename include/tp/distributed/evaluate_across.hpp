@@ -12,7 +12,7 @@
 
 #include <torch/types.h>
 
-#include <tp/detail/collective_group.hpp>
+#include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/distributed/environment.hpp>
 #include <tp/distributed/rendezvous.hpp>
 #include <tp/evaluate.hpp>

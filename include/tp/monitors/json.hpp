@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <tp/detail/atomic_file.hpp>
-#include <tp/detail/writable_folder.hpp>
+#include <tp/checkpoint/detail/atomic_file.hpp>
+#include <tp/checkpoint/detail/writable_folder.hpp>
 
 namespace tp {
 

@@ -30,9 +30,9 @@
 
 #include <torch/types.h>
 
-#include <tp/detail/crc32c.hpp>
-#include <tp/detail/png.hpp>
-#include <tp/detail/writable_folder.hpp>
+#include <tp/checkpoint/detail/crc32c.hpp>
+#include <tp/monitors/detail/png.hpp>
+#include <tp/checkpoint/detail/writable_folder.hpp>
 
 namespace tp {
 
@@ -134,7 +134,7 @@ inline std::string histogram_fields(const torch::Tensor& values, int buckets = 3
   return out;
 }
 // Image { int32 height = 1; int32 width = 2; int32 colorspace = 3; bytes encoded_image_string = 4; }
-// `pixels`: [H, W, C] uint8 (detail/image.hpp).
+// `pixels`: [H, W, C] uint8 (monitors/detail/image.hpp).
 inline std::string image_fields(const torch::Tensor& pixels) {
   std::string image;
   for (int field = 1; const auto x : {pixels.size(0), pixels.size(1), pixels.size(2)}) {

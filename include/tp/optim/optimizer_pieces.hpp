@@ -25,14 +25,14 @@
 #include <ATen/core/List.h>
 #include <torch/types.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/optim/optimizer_state.hpp>
-#include <tp/state_parts.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_parts.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::optim {
 
-using piece = state_piece;  // tp/state_parts.hpp
+using piece = state_piece;  // tp/checkpoint/state_parts.hpp
 
 namespace detail {
 

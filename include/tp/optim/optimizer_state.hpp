@@ -21,10 +21,10 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/optim/any_optimizer.hpp>
 #include <tp/optim/torch_optim_state.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::optim {
 
@@ -89,6 +89,18 @@ inline void write_tree(const c10::IValue& tree, torch::serialize::OutputArchive&
   }
 }
 
+// What an archive wrote, as an archive to read (LibTorch has no other way from one to the other).
+inline torch::serialize::InputArchive reopened(torch::serialize::OutputArchive& out) {
+  std::string bytes;
+  out.save_to([&](const void* data, std::size_t n) -> std::size_t {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  torch::serialize::InputArchive in;
+  in.load_from(bytes.data(), bytes.size());
+  return in;
+}
+
 }  // namespace detail
 
 // The optimizer's state as a tree.
@@ -98,13 +110,7 @@ c10::IValue state_of(Optimizer& optimizer) {
     if (auto in_python = to_torch_optim_state(*base)) return *in_python;
   torch::serialize::OutputArchive out;
   optimizer.save(out);
-  std::string bytes;
-  out.save_to([&](const void* data, std::size_t n) -> std::size_t {
-    bytes.append(static_cast<const char*>(data), n);
-    return n;
-  });
-  torch::serialize::InputArchive in;
-  in.load_from(bytes.data(), bytes.size());
+  auto in = detail::reopened(out);
   auto own = state_tree::new_dict();
   own.insert("libtorch", detail::archive_tree(in));
   return own;
@@ -119,13 +125,7 @@ void load_state(Optimizer& optimizer, const c10::IValue& saved, const std::strin
       saved.toGenericDict().contains("libtorch")) {
     torch::serialize::OutputArchive out;
     detail::write_tree(saved.toGenericDict().at("libtorch"), out, source + "/libtorch");
-    std::string bytes;
-    out.save_to([&](const void* data, std::size_t n) -> std::size_t {
-      bytes.append(static_cast<const char*>(data), n);
-      return n;
-    });
-    torch::serialize::InputArchive in;
-    in.load_from(bytes.data(), bytes.size());
+    auto in = detail::reopened(out);
     try {
       optimizer.load(in);
     } catch (const c10::Error& e) {

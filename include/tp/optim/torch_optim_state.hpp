@@ -22,7 +22,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <tp/compiled_part.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::optim {
 
@@ -58,7 +58,7 @@ TP_DECL void load_torch_optim_state(torch::optim::Optimizer& optimizer, const c1
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/optim/checks.hpp>
 #include <tp/optim/nadam.hpp>
 #include <tp/optim/radam.hpp>

@@ -4,7 +4,7 @@
 // exit path, chief-only callbacks, profiler markers and hook timing, the fan-out of put values,
 // and the callbacks' checkpoint state, keyed by name.
 //
-// Dispatch is decided at compile time (detail/hook_dispatch.hpp): a callback without a hook
+// Dispatch is decided at compile time (trainer/detail/hook_dispatch.hpp): a callback without a hook
 // costs nothing at that hook. The set is a member of the trainer and takes the trainer type as
 // a parameter, which is incomplete where the set is declared: what needs the trainer complete
 // (whether a hook is callable with it) is asked only inside member functions.
@@ -19,15 +19,15 @@
 #include <utility>
 #include <vector>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/hooks.hpp>
-#include <tp/detail/callback_clock.hpp>
-#include <tp/detail/hook_dispatch.hpp>
-#include <tp/detail/phase_marker.hpp>
-#include <tp/detail/state_key.hpp>
-#include <tp/detail/type_name.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/trainer/detail/callback_clock.hpp>
+#include <tp/trainer/detail/hook_dispatch.hpp>
+#include <tp/trainer/detail/phase_marker.hpp>
+#include <tp/trainer/detail/state_key.hpp>
+#include <tp/trainer/detail/type_name.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::detail {
 
@@ -113,7 +113,7 @@ class callback_set {
     if constexpr (timed) send<on_epoch_times_tag>(trainer, clock_.read(epoch));
   }
 
-  // --- checkpoint state: each stateful callback's tree under its key (detail/state_key.hpp) ---
+  // --- checkpoint state: each stateful callback's tree under its key (trainer/detail/state_key.hpp) ---
   void save_state(Trainer& trainer, state_tree& out) {
     for_each_stateful([&](auto& callback, const std::string& key) {
       auto one = out.child(key);

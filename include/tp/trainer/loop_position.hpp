@@ -8,10 +8,10 @@
 #include <stdexcept>
 #include <string>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::detail {
 

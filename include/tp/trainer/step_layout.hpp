@@ -15,8 +15,8 @@
 
 #include <ATen/core/Dict.h>
 
-#include <tp/checkpoint_error.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::detail {
 

@@ -7,8 +7,8 @@
 // higher number wins). Lightning splits the same between its signal connector and its loop.
 #include <cstdint>
 
-#include <tp/detail/signals.hpp>
-#include <tp/detail/time_budget.hpp>
+#include <tp/trainer/detail/signals.hpp>
+#include <tp/trainer/detail/time_budget.hpp>
 #include <tp/train_options.hpp>
 #include <tp/train_outcome.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 // What a checkpoint holds of a trainer, and how it is saved and loaded (Lightning's checkpoint
 // connector): everything a resumed run needs to go on exactly as an uninterrupted one, as one
-// tp::state_tree (state_tree.hpp), which a checkpoint file holds as torch.save writes it, so
+// tp::state_tree (checkpoint/state_tree.hpp), which a checkpoint file holds as torch.save writes it, so
 // that Python's torch.load returns it as plain values:
 //
 //   state_dict              the main tower's parameters and buffers, by name (conv1.weight)
@@ -12,7 +12,7 @@
 //   epoch, global_step      where the loop was (Lightning's names)
 //   loop                    steps_done, epoch_closed: the step in the epoch (trainer/loop_position.hpp)
 //   loss_scaler             scale, growth_tracker: when the tower has one
-//   rng                     cpu, cuda: the random generators (detail/generator_state.hpp)
+//   rng                     cpu, cuda: the random generators (checkpoint/detail/generator_state.hpp)
 //   input                   flow, consumed, datapoints, world_size, batch: the input's position in
 //                           its dataflow and in the pass's global order (resumable inputs)
 //   callbacks               each stateful callback's state, by its key (trainer/callback_set.hpp)
@@ -35,18 +35,18 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/concepts/input.hpp>
 #include <tp/data/state.hpp>
-#include <tp/detail/generator_state.hpp>
+#include <tp/checkpoint/detail/generator_state.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/optim/any_optimizer.hpp>
 #include <tp/optim/optimizer_pieces.hpp>
 #include <tp/optim/optimizer_state.hpp>
 #include <tp/precision.hpp>
-#include <tp/state_dict.hpp>
-#include <tp/state_parts.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_dict.hpp>
+#include <tp/checkpoint/state_parts.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/trainer/loop_position.hpp>
 #include <tp/trainer/step_layout.hpp>
 

@@ -12,7 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/types.h>
 
-#include <tp/detail/collective_group.hpp>
+#include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/distributed/environment.hpp>
 
 namespace tp::backend {

@@ -15,7 +15,7 @@
 #include <torch/cuda.h>
 #include <torch/types.h>
 
-#include <tp/detail/collective_group.hpp>
+#include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/distributed/environment.hpp>
 
 namespace tp::backend {

@@ -22,13 +22,13 @@
 //   a boundary later rather than waited for; no collective of its own); at an epoch's end, at
 //   once. Only rank 0 runs chief-only callbacks (the file writers, so the on-stop checkpoint too).
 // - `.shard(tp::sharding::optimizer_state)` (ZeRO stage 1) keeps on each rank the optimizer
-//   state of its shard of every gradient bucket only (about 1/N of it, detail/shard_plan.hpp):
+//   state of its shard of every gradient bucket only (about 1/N of it, policies/distribution/detail/shard_plan.hpp):
 //   the buckets are all-reduced as above, each rank steps its shard, and one all-gather per
 //   bucket brings the updated weights to every rank. `.shard(tp::sharding::gradients)` (stage 2)
 //   also reduces each shard to its owner only (half an all-reduce's traffic) and keeps only its
-//   shard of the gradients (detail/overlapping_reducer.hpp); gradient processing then sums its
+//   shard of the gradients (policies/distribution/detail/overlapping_reducer.hpp); gradient processing then sums its
 //   norms across the ranks. Each rank writes its shard of the optimizer state as its own part
-//   of a checkpoint (tp/checkpoint.hpp), and a sharded run resumes unsharded, on another number
+//   of a checkpoint (tp/checkpoint/files.hpp), and a sharded run resumes unsharded, on another number
 //   of ranks, or sharded otherwise (policies/distribution/sharded_optimizer.hpp).
 // - At start the ranks check that they built the same model (parameter names and shapes).
 // - A collective that fails (a rank died) or times out (a rank stalls; `timeout`, 5 minutes by
@@ -53,14 +53,14 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/state_dict.hpp>
-#include <tp/detail/micro_batches.hpp>
-#include <tp/detail/overlapping_reducer.hpp>
+#include <tp/checkpoint/state_dict.hpp>
+#include <tp/policies/distribution/detail/micro_batches.hpp>
+#include <tp/policies/distribution/detail/overlapping_reducer.hpp>
 #include <tp/policies/distribution/sharded_optimizer.hpp>
-#include <tp/detail/stop_vote.hpp>
+#include <tp/policies/distribution/detail/stop_vote.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
 #include <tp/policies/distribution/replicas_base.hpp>
-#include <tp/detail/run_tower.hpp>
+#include <tp/policies/distribution/detail/run_tower.hpp>
 #include <tp/distributed/environment.hpp>
 #include <tp/distributed/rendezvous.hpp>
 #include <tp/loss_scaler.hpp>

@@ -17,9 +17,9 @@
 #include <torch/types.h>
 
 #include <tp/concepts/tower.hpp>
-#include <tp/detail/gradient_buckets.hpp>
+#include <tp/policies/distribution/detail/gradient_buckets.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
-#include <tp/detail/run_tower.hpp>
+#include <tp/policies/distribution/detail/run_tower.hpp>
 #include <tp/policies/distribution/tower_replicas.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/policies/comm/in_process.hpp>

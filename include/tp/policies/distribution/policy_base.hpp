@@ -29,7 +29,7 @@ class policy_base {
     next.gradients(std::move(processing));
     return update(std::move(next));
   }
-  // Gradient accumulation: k micro-batches per optimizer step (detail/micro_batches.hpp).
+  // Gradient accumulation: k micro-batches per optimizer step (policies/distribution/detail/micro_batches.hpp).
   Policy& accumulate(int k) {
     auto next = update_;
     next.accumulate(k);

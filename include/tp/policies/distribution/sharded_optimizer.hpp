@@ -1,13 +1,13 @@
 #pragma once
 // The optimizer of one rank of a sharded run (tp::sharding, ZeRO stages 1 and 2): the user's
 // optimizer, of the user's type, whose parameter groups hold only the pieces of the parameters
-// this rank owns (detail/shard_plan.hpp), as flat views into the parameters. Its state is made
+// this rank owns (policies/distribution/detail/shard_plan.hpp), as flat views into the parameters. Its state is made
 // at the first step for those pieces only: about 1/N of the unsharded state. Each piece's
 // gradient is a view into the reducer's averaged shard, so after the reduction the optimizer
 // steps the shard in place, as an elementwise optimizer would step the whole tensor.
 //
 // - step_and_gather(): the optimizer's step, then one all-gather per bucket brings every rank's
-//   updated shard to every rank (the stop vote rides in it, detail/stop_vote.hpp, when the
+//   updated shard to every rank (the stop vote rides in it, policies/distribution/detail/stop_vote.hpp, when the
 //   gradients do not carry it); two are in flight at once, packed and unpacked around them.
 // - saved_pieces(): this rank's pieces' state, as the part of a checkpoint it writes itself
 //   (optim/optimizer_pieces.hpp); options() the groups' options, which rank 0 writes.
@@ -34,10 +34,10 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
-#include <tp/checkpoint_error.hpp>
-#include <tp/detail/collective_group.hpp>
-#include <tp/detail/shard_plan.hpp>
-#include <tp/detail/stop_vote.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
+#include <tp/policies/distribution/detail/collective_group.hpp>
+#include <tp/policies/distribution/detail/shard_plan.hpp>
+#include <tp/policies/distribution/detail/stop_vote.hpp>
 #include <tp/optim/any_optimizer.hpp>
 #include <tp/optim/checks.hpp>
 #include <tp/optim/lamb.hpp>

@@ -10,10 +10,10 @@
 
 #include <tp/compiled_part.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/detail/micro_batches.hpp>
+#include <tp/policies/distribution/detail/micro_batches.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
 #include <tp/policies/distribution/replicas_base.hpp>
-#include <tp/detail/run_tower.hpp>
+#include <tp/policies/distribution/detail/run_tower.hpp>
 #include <tp/loss_scaler.hpp>
 #include <tp/tower_context.hpp>
 

@@ -9,7 +9,7 @@
 
 #include <tp/concepts/tower.hpp>
 #include <tp/policies/distribution/replicas_base.hpp>
-#include <tp/detail/tower_set.hpp>
+#include <tp/policies/distribution/detail/tower_set.hpp>
 #include <tp/update_options.hpp>
 
 namespace tp::detail {

@@ -1,5 +1,5 @@
 #pragma once
-// PNG encoding of [H, W, C] uint8 pixels (detail/image.hpp), with libpng's simplified API.
+// PNG encoding of [H, W, C] uint8 pixels (monitors/detail/image.hpp), with libpng's simplified API.
 #include <cstddef>
 #include <stdexcept>
 #include <string>

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include <tp/detail/gradient_buckets.hpp>
+#include <tp/policies/distribution/detail/gradient_buckets.hpp>
 
 namespace tp::detail {
 

@@ -20,7 +20,7 @@
 #include <c10/util/Exception.h>
 #include <torch/types.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/compiled_part.hpp>
 
 namespace tp::detail {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::detail {
 

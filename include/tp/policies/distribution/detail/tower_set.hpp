@@ -15,9 +15,9 @@
 
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
-#include <tp/detail/micro_batches.hpp>
-#include <tp/detail/run_tower.hpp>
-#include <tp/detail/tower_threads.hpp>
+#include <tp/policies/distribution/detail/micro_batches.hpp>
+#include <tp/policies/distribution/detail/run_tower.hpp>
+#include <tp/policies/distribution/detail/tower_threads.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp::detail {
@@ -110,7 +110,7 @@ class tower_set {
   }
 
   // Tower i's forward and backward over its k micro-batches, gradients zeroed first and then
-  // accumulated (detail/micro_batches.hpp). Returns its cost. Runs in tower i's thread.
+  // accumulated (policies/distribution/detail/micro_batches.hpp). Returns its cost. Runs in tower i's thread.
   template <class Batch>
   torch::Tensor forward_backward(Tower& tower, int i, const std::vector<std::vector<Batch>>& batches, double loss_scale) {
     for (auto& p : parameters(i))

@@ -8,7 +8,7 @@
 // between micro-batches, so a checkpoint (or a stop signal) never falls inside an accumulation.
 #include <torch/types.h>
 
-#include <tp/detail/phase_marker.hpp>
+#include <tp/trainer/detail/phase_marker.hpp>
 
 namespace tp::detail {
 

@@ -18,7 +18,7 @@
 #include <ATen/ThreadLocalState.h>
 #include <ATen/record_function.h>
 
-#include <tp/detail/type_name.hpp>
+#include <tp/trainer/detail/type_name.hpp>
 
 namespace tp::detail {
 

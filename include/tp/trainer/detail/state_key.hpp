@@ -6,7 +6,7 @@
 #include <typeinfo>
 
 #include <tp/concepts/callback.hpp>
-#include <tp/detail/type_name.hpp>
+#include <tp/trainer/detail/type_name.hpp>
 
 namespace tp::detail {
 

@@ -20,14 +20,14 @@
 // With reduce_to_owners (tp::sharding::gradients, ZeRO stage 2), no bucket is kept whole. The
 // parameters' .grad are autograd's own; the hook moves each one into its bucket's staging buffer
 // (a copy, or the gradient itself when it is the bucket's only one) and releases it. A full
-// bucket's shards (detail/shard_plan.hpp) are summed each onto its owner (one reduce per owner:
+// bucket's shards (policies/distribution/detail/shard_plan.hpp) are summed each onto its owner (one reduce per owner:
 // LibTorch 1.13's Gloo has no reduce_scatter); once done, the owner keeps its shard's average
 // (owned(k): what its optimizer's pieces step) and the staging buffer goes back to a pool. The
 // buckets in flight are bounded (64 MiB, or two buckets: DeepSpeed's double-buffered bucket);
 // past it, backward waits for the oldest. So a rank holds 1/N of the gradients plus what is
 // in flight, not all of them.
 //
-// The step's stop vote (detail/stop_vote.hpp) rides in the last bucket's all-reduce, in a few
+// The step's stop vote (policies/distribution/detail/stop_vote.hpp) rides in the last bucket's all-reduce, in a few
 // elements after its gradients: no collective of its own.
 #include <algorithm>
 #include <cstddef>
@@ -40,12 +40,12 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <tp/detail/collective_group.hpp>
+#include <tp/policies/distribution/detail/collective_group.hpp>
 #include <torch/types.h>
 
-#include <tp/detail/gradient_buckets.hpp>
-#include <tp/detail/shard_plan.hpp>
-#include <tp/detail/stop_vote.hpp>
+#include <tp/policies/distribution/detail/gradient_buckets.hpp>
+#include <tp/policies/distribution/detail/shard_plan.hpp>
+#include <tp/policies/distribution/detail/stop_vote.hpp>
 
 namespace tp::detail {
 

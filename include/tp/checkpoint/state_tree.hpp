@@ -27,7 +27,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 
 namespace tp {
 

@@ -21,11 +21,11 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include <tp/checkpoint_error.hpp>
+#include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/compiled_part.hpp>
-#include <tp/detail/python_pickle.hpp>
+#include <tp/checkpoint/detail/python_pickle.hpp>
 #include <tp/optim/torch_optim_state.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp {
 
@@ -91,7 +91,7 @@ TP_DECL void load_optimizer_state(torch::optim::Optimizer& optimizer, const std:
 #include <map>
 #include <stdexcept>
 
-#include <tp/detail/atomic_file.hpp>
+#include <tp/checkpoint/detail/atomic_file.hpp>
 
 namespace tp {
 

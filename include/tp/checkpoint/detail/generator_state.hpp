@@ -15,7 +15,7 @@
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::detail {
 

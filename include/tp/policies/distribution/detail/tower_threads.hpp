@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include <tp/detail/phase_marker.hpp>
+#include <tp/trainer/detail/phase_marker.hpp>
 
 namespace tp::detail {
 

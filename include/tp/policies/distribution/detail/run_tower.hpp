@@ -11,7 +11,7 @@
 
 #include <tp/batch.hpp>
 #include <tp/compiled_part.hpp>
-#include <tp/detail/phase_marker.hpp>
+#include <tp/trainer/detail/phase_marker.hpp>
 #include <tp/precision.hpp>
 #include <tp/tower_context.hpp>
 

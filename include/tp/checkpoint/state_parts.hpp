@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include <tp/state_tree.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp {
 

@@ -9,8 +9,8 @@
 
 #include <tp/concepts/callback.hpp>
 #include <tp/concepts/hooks.hpp>
-#include <tp/detail/state_key.hpp>
-#include <tp/state_tree.hpp>
+#include <tp/trainer/detail/state_key.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 
 namespace tp::detail {
 
