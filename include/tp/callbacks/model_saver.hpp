@@ -205,9 +205,9 @@ class ModelSaver {
     }
   }
 
-  // Keeps and deletes among the checkpoints whose parts are all on disk; one whose parts are
-  // still being written (by other processes) is left alone, and so is every older one it might
-  // yet need to fall back on.
+  // Keeps and deletes among the checkpoints whose parts are all on disk (so the newest of them,
+  // which a resume falls back on, always stays); one whose parts other processes are still
+  // writing is neither listed nor deleted.
   void prune_and_index() {
     std::vector<checkpoint_info> all;
     std::vector<detail::parts_on_disk> parts;
@@ -215,10 +215,7 @@ class ModelSaver {
       try {
         auto info = read_checkpoint_info(path);
         auto on_disk = detail::checkpoint_parts_on_disk(path);
-        if (!on_disk.complete) {
-          all.clear(), parts.clear();  // in flight: nothing before it may go
-          continue;
-        }
+        if (!on_disk.complete) continue;
         all.push_back(std::move(info)), parts.push_back(std::move(on_disk));
       } catch (const checkpoint_error&) {
         // not readable as a checkpoint: neither listed nor deleted
