@@ -1,4 +1,4 @@
-// MultiProcess with sharded optimizer state and gradients (tp::sharding, ZeRO stages 1 and 2),
+// MultiProcess with sharded optimizer state, gradients and parameters (tp::sharding, ZeRO stages 1 to 3),
 // against the same ranks unsharded: the weights they end with, the state each rank holds, the
 // collectives each step makes, checkpoints across shardings and numbers of ranks, and bad
 // inputs. The ranks are mp_worker processes (an MLP of 257 parameters in 2 buckets of at most
@@ -45,7 +45,7 @@ long long number_after(const std::string& output, const std::string& text) {
 
 struct Case {
   int world;
-  const char* shard;  // optimizer or gradients
+  const char* shard;  // optimizer, gradients or parameters (each Linear a unit, in both runs)
   const char* optimizer;
 };
 void PrintTo(const Case& c, std::ostream* out) { *out << c.optimizer << ", " << c.shard << " sharded, " << c.world << " ranks"; }
@@ -61,11 +61,12 @@ class ShardedTraining : public testing::TestWithParam<Case> {};
 // (stage 1 with an elementwise optimizer: the same all-reduce, the same elementwise steps on
 // pieces). They differ by roundings where the order of sums differs: the clipping norm summed
 // over shards (stage 2), the reduce to each owner against the all-reduce (stage 2, 4 ranks),
-// and LAMB's and LARS's layer norms summed over pieces in double.
+// and LAMB's and LARS's layer norms summed over pieces in double. Stage 3 reduces as stage 2.
 TEST_P(ShardedTraining, EndsWithTheWeightsOfTheUnshardedRun) {
   const auto c = GetParam();
   TempDir dir(std::string("shard_") + c.optimizer + c.shard + std::to_string(c.world));
-  const std::vector<std::string> common{"--steps", "50", "--batch", "8", "--optimizer", c.optimizer, "--clip", "0.5"};
+  std::vector<std::string> common{"--steps", "50", "--batch", "8", "--optimizer", c.optimizer, "--clip", "0.5"};
+  if (std::string(c.shard) == "parameters") common.insert(common.end(), {"--units", "1"});
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
@@ -84,7 +85,8 @@ INSTANTIATE_TEST_SUITE_P(Sharding, ShardedTraining,
                          testing::Values(Case{2, "optimizer", "sgd"}, Case{2, "optimizer", "adam"}, Case{2, "optimizer", "lamb"},
                                          Case{2, "gradients", "sgd"}, Case{2, "gradients", "adam"}, Case{2, "gradients", "lamb"},
                                          Case{2, "gradients", "lars"}, Case{4, "optimizer", "adam"}, Case{4, "gradients", "nadam"},
-                                         Case{4, "gradients", "lamb"}),
+                                         Case{4, "gradients", "lamb"}, Case{2, "parameters", "sgd"}, Case{2, "parameters", "adam"},
+                                         Case{2, "parameters", "lars"}, Case{4, "parameters", "adam"}, Case{4, "parameters", "lamb"}),
                          name_of);
 
 // Adam's state (two moments per parameter) on each rank: about 1/N of the unsharded run's,
@@ -291,21 +293,117 @@ TEST(Sharding, AStopSignalStopsEveryRankAfterTheSameStepAndResumesExactly) {
   EXPECT_EQ(bytes(dir.path / "interrupted.1"), bytes(dir.path / "reference.1"));
 }
 
-// --- bad inputs ---------------------------------------------------------------------------------
-
-// One rank sharded holds the whole state, and trains as unsharded, to the bit.
-TEST(Sharding, OneRankShardedTrainsAsUnsharded) {
-  TempDir dir("shard_one");
-  run_ranks(1, {"--steps", "20", "--optimizer", "adam", "--clip", "0.5", "--out", (dir.path / "plain").string()});
-  run_ranks(1, {"--steps", "20", "--optimizer", "adam", "--clip", "0.5", "--shard", "gradients", "--out", (dir.path / "sharded").string()});
-  EXPECT_EQ(bytes(dir.path / "sharded.0"), bytes(dir.path / "plain.0"));
-}
-
+// Runs `world` ranks that must fail; returns rank 0.
 Process fails(int world, const std::vector<std::string>& flags) {
   auto ranks = start_ranks(world, flags, tp::free_local_port());
   for (auto& r : ranks) r.finish();
   EXPECT_FALSE(ranks[0].succeeded()) << ranks[0].output;
   return ranks[0];
+}
+
+// --- parameters (stage 3) ------------------------------------------------------------------------
+
+// Parameter sharding composes: a unit recomputed (it gathers again for the recomputation), two
+// micro-batches a step (reduced after the last), no clipping, no overlap. Each ends within the
+// roundings of stage 2 of the unsharded run with the same flags (the same model: its Linears are
+// units there too, which unsharded are plain blocks).
+TEST(ParameterSharding, ComposesWithRecomputationAccumulationAndClipping) {
+  TempDir dir("shard_parameters_compose");
+  const std::vector<std::vector<std::string>> variants{
+      {"--recompute", "1", "--clip", "0.5"}, {"--units", "1", "--accumulate", "2"}, {"--units", "1"}, {"--units", "1", "--overlap", "0", "--clip", "0.5"}};
+  for (const auto& variant : variants) {
+    std::string label;
+    for (const auto& v : variant) label += v + " ";
+    SCOPED_TRACE(label);
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.end(), {"--steps", "50", "--optimizer", "adam", "--depth", "2"});
+      more.insert(more.end(), variant.begin(), variant.end());
+      return more;
+    };
+    run_ranks(2, with({"--shard", "none", "--out", (dir.path / "plain").string()}));
+    run_ranks(2, with({"--shard", "parameters", "--out", (dir.path / "sharded").string()}));
+    EXPECT_EQ(bytes(dir.path / "sharded.1"), bytes(dir.path / "sharded.0")) << "the ranks differ";
+    EXPECT_LT(largest_difference(dir.path / "plain.0", dir.path / "sharded.0"), 2e-6);
+  }
+}
+
+// What a rank holds of the parameters: its rows of every unit (1/N of them, plus padding), and
+// whole at any time at most the two largest units (the one running and the one prefetched).
+// The MLP here has 5 units: 6x32+32, three of 32x32+32, and 32+1 elements.
+TEST(ParameterSharding, EachRankHoldsItsRowsAndAtMostTwoUnitsWhole) {
+  TempDir dir("shard_parameters_memory");
+  const long long all = 6 * 32 + 32 + 3 * (32 * 32 + 32) + 33, largest = 32 * 32 + 32;
+  for (int world : {2, 4}) {
+    for (const char* overlap : {"1", "0"}) {
+      SCOPED_TRACE(std::to_string(world) + " ranks, overlap " + overlap);
+      const auto ranks = run_ranks(world, {"--steps", "6", "--units", "1", "--depth", "3", "--shard", "parameters", "--overlap", overlap,
+                                           "--out", (dir.path / "w").string()});
+      for (const auto& r : ranks) {
+        const auto rows = number_after(r.output, "parameter rows ");
+        const auto whole = number_after(r.output, "whole units at most ");
+        EXPECT_LE(rows, (all / world + 5) * 4) << "1/N of the parameters, plus a padded element per unit\n" << r.output;
+        EXPECT_GE(rows, all / world * 4) << r.output;
+        EXPECT_LE(whole, 2 * (largest + world) * 4) << "more than two units whole at once\n" << r.output;
+        EXPECT_GE(whole, largest * 4) << r.output;
+      }
+    }
+  }
+}
+
+// A parameter-sharded run's checkpoint holds the model whole: resumed the same way it ends with
+// the bits of the run never stopped; resumed unsharded, or on 4 ranks, within stage 2's
+// roundings of the runs that do the same unsharded; and an unsharded checkpoint resumes sharded.
+TEST(ParameterSharding, ACheckpointResumesShardedUnshardedAndOnOtherRanks) {
+  TempDir dir("shard_parameters_resume");
+  auto flags = [&](const char* shard, const char* steps, const std::string& name) {
+    return std::vector<std::string>{"--steps", steps, "--optimizer", "adam", "--clip", "0.5", "--units", "1", "--depth", "1", "--shard", shard,
+                                    "--save-every", "4", "--logdir", (dir.path / (name + "_ckpt")).string(), "--out", (dir.path / name).string()};
+  };
+  run_ranks(2, flags("parameters", "30", "reference"));
+  run_ranks(2, flags("parameters", "12", "again"));
+  const auto resumed = run_ranks(2, flags("parameters", "30", "again"));
+  EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
+  EXPECT_EQ(bytes(dir.path / "again.0"), bytes(dir.path / "reference.0")) << "resumed the same way: the same bits";
+  run_ranks(2, flags("none", "30", "plain"));
+  for (const auto& [before, after] : {std::pair{"parameters", "none"}, std::pair{"none", "parameters"}}) {
+    SCOPED_TRACE(std::string(before) + " then " + after);
+    const std::string name = std::string(before) + "_" + after;
+    run_ranks(2, flags(before, "12", name));
+    run_ranks(2, flags(after, "30", name));
+    EXPECT_LT(largest_difference(dir.path / (name + ".0"), dir.path / "plain.0"), 2e-6);
+  }
+  run_ranks(2, flags("none", "12", "plain_4"));
+  run_ranks(4, flags("none", "30", "plain_4"));
+  run_ranks(2, flags("parameters", "12", "sharded_4"));
+  const auto on_four = run_ranks(4, flags("parameters", "30", "sharded_4"));
+  EXPECT_NE(on_four[0].output.find("from a checkpoint of 2 processes"), std::string::npos) << on_four[0].output;
+  EXPECT_LT(largest_difference(dir.path / "plain_4.0", dir.path / "sharded_4.0"), 2e-6);
+}
+
+TEST(ParameterSharding, AModelWithoutUnitsOrWithAUnitInsideAnotherIsRefused) {
+  TempDir dir("shard_parameters_units");
+  auto rank = fails(2, {"--shard", "parameters", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("found no unit in the model: wrap each block"), std::string::npos) << rank.output;
+  rank = fails(2, {"--shard", "parameters", "--units", "3", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("unit '0.block.0' is inside unit '0'"), std::string::npos) << rank.output;
+}
+
+// --- bad inputs ---------------------------------------------------------------------------------
+
+// One rank sharded holds the whole state, and trains as unsharded, to the bit.
+TEST(Sharding, OneRankShardedTrainsAsUnsharded) {
+  TempDir dir("shard_one");
+  for (const char* shard : {"gradients", "parameters"}) {
+    SCOPED_TRACE(shard);
+    const std::vector<std::string> flags{"--steps", "20", "--optimizer", "adam", "--clip", "0.5", "--units", "1"};
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), flags.begin(), flags.end());
+      return more;
+    };
+    run_ranks(1, with({"--out", (dir.path / "plain").string()}));
+    run_ranks(1, with({"--shard", shard, "--out", (dir.path / "sharded").string()}));
+    EXPECT_EQ(bytes(dir.path / "sharded.0"), bytes(dir.path / "plain.0"));
+  }
 }
 
 TEST(Sharding, LBFGSIsRefusedNamingIt) {

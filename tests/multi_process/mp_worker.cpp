@@ -4,7 +4,8 @@
 //   mp_worker --steps N --batch B --out FILE [--single W] [--logdir DIR --save-every K]
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
-//             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients] [--clip NORM]
+//             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients|parameters] [--clip NORM]
+//             [--units 1|3] [--recompute 1] [--depth D]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -22,7 +23,11 @@
 // MultiProcess's sharding (tp::sharding); --clip: clip the gradients' global norm. It prints
 // "optimizer state N bytes" and "gradient buffers N bytes" after the first step, and at the end "collectives: N to agree on
 // stopping, N all-gathers of shards". --hidden H: the MLP's hidden width (32); --narrow-rank R:
-// that rank builds it 16 wide (a model that differs between ranks).
+// that rank builds it 16 wide (a model that differs between ranks). --depth D: D more hidden
+// layers (H x H). --units 1: each Linear is a tp::Sharded unit (what --shard parameters shards);
+// --recompute 1: and recomputed too; --units 3: the first Linear is a unit inside another (a
+// mistake). With --shard parameters it prints "parameter rows N bytes, whole units at most N
+// bytes" after the first step.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -35,7 +40,9 @@
 
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/distribution/multi_process.hpp>
+#include <tp/recompute.hpp>
 #include <tp/scripted_module.hpp>
+#include <tp/sharded.hpp>
 #include <tp/tp.hpp>
 #include <tp/data.hpp>
 #include <tp/distributed.hpp>
@@ -68,6 +75,10 @@ struct Step {
       std::printf("optimizer state %lld bytes\n", static_cast<long long>(bytes));
       if constexpr (requires { trainer.replicas().gradient_bytes(); })
         std::printf("gradient buffers %lld bytes\n", static_cast<long long>(trainer.replicas().gradient_bytes()));
+      if constexpr (requires { trainer.replicas().parameter_shard_bytes(); })
+        if (trainer.replicas().parameter_shard_bytes() > 0)
+          std::printf("parameter rows %lld bytes, whole units at most %lld bytes\n", static_cast<long long>(trainer.replicas().parameter_shard_bytes()),
+                      static_cast<long long>(trainer.replicas().peak_whole_unit_bytes()));
       state_printed = true;
     }
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
@@ -94,14 +105,31 @@ tp::optim::AnyOptimizer make_optimizer(const std::string& name, torch::nn::Seque
   return torch::optim::SGD(m->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
 }
 
-auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted, int hidden = 32) {
+// Layer i of the MLP: a Linear, or one wrapped as a unit of parameter sharding (and recomputed).
+torch::nn::AnyModule layer(int in, int out, int units) {
+  torch::nn::Linear linear(in, out);
+  if (units == 3) return torch::nn::AnyModule(tp::Sharded<torch::nn::Sequential>(torch::nn::Sequential(tp::Sharded<torch::nn::Linear>(linear))));
+  if (units == 2) return torch::nn::AnyModule(tp::Sharded<tp::Recomputed<torch::nn::Linear>>(tp::Recomputed<torch::nn::Linear>(linear)));
+  if (units == 1) return torch::nn::AnyModule(tp::Sharded<torch::nn::Linear>(linear));
+  return torch::nn::AnyModule(linear);
+}
+
+auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted, int hidden = 32, int units = 0, int depth = 0) {
   auto scaling = tp::LossScaler().growth_interval(3);
   if (loss_scale > 0) scaling.init_scale(loss_scale);
   auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
-  return with(tp::model_desc([scripted, hidden] {
+  return with(tp::model_desc([scripted, hidden, units, depth] {
            if (!scripted.empty()) return torch::nn::Sequential(tp::ScriptedModule(scripted));
            torch::manual_seed(5);
-           return torch::nn::Sequential(torch::nn::Linear(6, hidden), torch::nn::Tanh(), torch::nn::Linear(hidden, 1));
+           torch::nn::Sequential m;
+           m->push_back(layer(6, hidden, units));
+           m->push_back(torch::nn::Tanh());
+           for (int i = 0; i < depth; ++i) {
+             m->push_back(layer(hidden, hidden, units == 3 ? 1 : units));
+             m->push_back(torch::nn::Tanh());
+           }
+           m->push_back(layer(hidden, 1, units));
+           return m;
          })
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
         {
@@ -166,9 +194,13 @@ int main(int argc, char** argv) try {
                           .bucket_bytes(std::stoull(get("--bucket-bytes", "1024")))  // small: several buckets
                           .accumulate(accumulate);
   const std::string shard = get("--shard", "none");
-  if (shard != "none" && shard != "optimizer" && shard != "gradients")
-    throw std::invalid_argument("--shard must be none, optimizer or gradients, not " + shard);
-  distribution.shard(shard == "optimizer" ? tp::sharding::optimizer_state : shard == "gradients" ? tp::sharding::gradients : tp::sharding::none);
+  if (shard != "none" && shard != "optimizer" && shard != "gradients" && shard != "parameters")
+    throw std::invalid_argument("--shard must be none, optimizer, gradients or parameters, not " + shard);
+  distribution.shard(shard == "optimizer"    ? tp::sharding::optimizer_state
+                     : shard == "gradients"  ? tp::sharding::gradients
+                     : shard == "parameters" ? tp::sharding::parameters
+                                             : tp::sharding::none);
+  const int units = get("--recompute", "0") == "1" ? 2 : std::stoi(get("--units", "0"));
   if (flags.count("--clip")) distribution.gradients(tp::GradientProcessing().clip_global_norm(std::stod(flags["--clip"])));
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
@@ -177,12 +209,13 @@ int main(int argc, char** argv) try {
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
     const int hidden = get("--narrow-rank", "-1") == std::to_string(env.rank) ? 16 : std::stoi(get("--hidden", "32"));
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden), std::move(distribution), options, step,
-                        std::move(saver)...);
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden, units, std::stoi(get("--depth", "0"))), std::move(distribution), options,
+                        step, std::move(saver)...);
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
       return outcome.exit_status();
     }
+    trainer.replicas().gather_parameters();  // sharded parameters: whole on every rank
     write_weights(out + "." + std::to_string(env.rank), trainer.model());
     if (write_ids) {
       std::ofstream ids(out + ".ids." + std::to_string(env.rank));

@@ -25,6 +25,10 @@
 //                            optimizer state may be spread over the processes (MultiProcess with
 //                            .shard(): each holds a shard, and writes it as its part of a
 //                            checkpoint, optim/optimizer_pieces.hpp)
+//   gathers_parameters       gather_parameters(): the parameters may be spread over the processes
+//                            between steps (MultiProcess with .shard(tp::sharding::parameters));
+//                            every process calls it at once, and the model is whole until the next
+//                            step: what a checkpoint saves and loads
 //   synced_at_start          start(): called once training starts, after a resume too, to bring
 //                            every tower to the main one (Replicated, ParameterServer)
 //   counts_batches           batches_per_step(): how many batches the default step takes from the
@@ -97,6 +101,9 @@ concept shards_state = requires(R& r, const R& constant, Tower& tower, const c10
   r.load_checkpoint_optimizer(tower, detail::any_optimizer_visitor{});
   r.load_checkpoint_parts(tower, options, parts, source, detail::any_optimizer_visitor{});
 };
+
+template <class R>
+concept gathers_parameters = requires(R& r) { r.gather_parameters(); };
 
 template <class R>
 concept synced_at_start = requires(R& r) { r.start(); };

@@ -36,6 +36,7 @@
 #include <ATen/core/List.h>
 
 #include <tp/checkpoint/checkpoint_error.hpp>
+#include <tp/concepts/distribution.hpp>
 #include <tp/concepts/input.hpp>
 #include <tp/data/state.hpp>
 #include <tp/checkpoint/detail/generator_state.hpp>
@@ -94,11 +95,13 @@ struct trainer_state {
     return all;
   }
 
-  // A sharded run's part on this process: {"pieces": its shard of the optimizer state}.
+  // A sharded run's part on this process: {"pieces": its shard of the optimizer state}. Every
+  // process makes its part, before the chief's save(): sharded parameters are gathered here.
   static state_tree save_part(Trainer& t) {
     state_tree part;
     if constexpr (sharded) {
       if (t.state_is_sharded()) {
+        gather_parameters(t);
         part.put("pieces", t.replicas_.optimizer_part());
         return part;
       }
@@ -126,6 +129,7 @@ struct trainer_state {
     note_layout(t, own, source);
     const auto optimizers = all.items("optimizer_states");
     const bool saved_in_parts = own.contains("optimizer_parts");
+    gather_parameters(t);  // every process loads the same checkpoint: they gather at once
     if (saved_in_parts && !parts)
       throw checkpoint_error(source + " is a sharded run's: its optimizer state is in the parts its processes wrote beside it; load it "
                                       "with tp::load_checkpoint, which reads them, or make it one file with tp-export --whole");
@@ -222,6 +226,11 @@ struct trainer_state {
     t.position_.global_step = saved.global_step;
     t.resume_ = saved.resumes_at();
     t.options_.starting_epoch(t.resume_.epoch);
+  }
+
+  // Makes the model whole where its parameters are sharded between steps (every process at once).
+  static void gather_parameters(Trainer& t) {
+    if constexpr (gathers_parameters<typename Trainer::replicas_type>) t.replicas_.gather_parameters();
   }
 
   // Whether this run's checkpoints hold the optimizer state in parts.

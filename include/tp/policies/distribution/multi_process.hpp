@@ -56,6 +56,7 @@
 #include <tp/checkpoint/state_dict.hpp>
 #include <tp/policies/distribution/detail/micro_batches.hpp>
 #include <tp/policies/distribution/detail/overlapping_reducer.hpp>
+#include <tp/policies/distribution/detail/parameter_units.hpp>
 #include <tp/policies/distribution/sharded_optimizer.hpp>
 #include <tp/policies/distribution/detail/stop_vote.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
@@ -69,8 +70,9 @@
 namespace tp {
 
 // What MultiProcess shards across the ranks (ZeRO's stages): nothing, the optimizer state (1),
-// or the optimizer state and the reduced gradients (2).
-enum class sharding { none, optimizer_state, gradients };
+// the optimizer state and the reduced gradients (2), or those and the parameters of the
+// model's tp::Sharded units too (3, FSDP).
+enum class sharding { none, optimizer_state, gradients, parameters };
 
 template <class Backend>
 class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGradients=*/true> {
@@ -132,9 +134,17 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       (*model_).train();
       this->add_optimizer(tower, model_);
       if (this->update_.gradients().active()) this->names_ = detail::parameter_names(model_);
-      const bool to_owners = sharding_ == sharding::gradients;
+      const bool to_owners = sharding_ == sharding::gradients || sharding_ == sharding::parameters;
+      std::vector<detail::bucket> layout;
+      if (sharding_ == sharding::parameters) {
+        if constexpr (!detail::replicas_base<Tower>::has_optimizer)
+          throw std::invalid_argument(who() + ".shard(tp::sharding::parameters) needs a tower with an optimizer: the sharded parameters "
+                                              "are what it steps");
+        units_ = std::make_unique<detail::parameter_units>(*model_, group_, env_.rank, env_.world_size);
+        layout = units_->layout((*model_).parameters(), this->update_.bucket_bytes());
+      }
       reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, this->update_.bucket_bytes(),
-                                                               options.overlap_, options.wire_, to_owners);
+                                                               options.overlap_, options.wire_, to_owners, std::move(layout));
       reducer_->hook();
       if constexpr (detail::replicas_base<Tower>::has_optimizer) {
         if (sharding_ != sharding::none) {
@@ -146,8 +156,14 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
             const auto [begin, length] = plan.range(k, plan.rank);
             return to_owners ? reducer_->owned(k) : reducer_->flat(k).narrow(0, begin, length);
           };
+          // A unit's bucket: its parameters are sharded, and the optimizer steps this rank's row.
+          std::vector<int> unit_of_bucket;
+          for (const auto& b : reducer_->layout()) unit_of_bucket.push_back(units_ ? units_->unit_of()[b.parameters.front()] : -1);
+          auto row = [this, unit_of_bucket](std::size_t k) {
+            return unit_of_bucket[k] < 0 ? torch::Tensor() : units_->shard(static_cast<std::size_t>(unit_of_bucket[k]));
+          };
           sharded_ = std::make_unique<detail::sharded_optimizer<optimizer_type>>(
-              this->optimizer(), (*model_).parameters(), detail::parameter_names(model_), std::move(plan), reducer_->layout(), shard_gradient, group_);
+              this->optimizer(), (*model_).parameters(), detail::parameter_names(model_), std::move(plan), reducer_->layout(), shard_gradient, group_, row);
         }
       }
     }
@@ -176,13 +192,16 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
 
     // Every rank starts from rank 0's weights, buffers and optimizer state, once the ranks have
     // checked that they built the same model. (Sharded, each rank keeps its own shard's state:
-    // fresh, or from the checkpoint every rank loaded.)
+    // fresh, or from the checkpoint every rank loaded; and its rows of the units' parameters,
+    // taken from rank 0's when they are whole, at the first start or after a load.)
     void start() {
       torch::NoGradGuard no_grad;
       check_same_model();
       std::vector<torch::Tensor> tensors;
-      for (auto& [name, t] : detail::module_tensors(*model_)) tensors.push_back(t);
+      for (auto& [name, t] : detail::module_tensors(*model_))
+        if (t.numel() > 0) tensors.push_back(t);  // a sharded unit's parameters are empty on every rank
       for (auto& t : tensors) broadcast(t, "the broadcast of rank 0's weights");
+      if (units_) units_->shard_whole();
       if constexpr (detail::replicas_base<Tower>::has_optimizer)
         if (!sharded_) broadcast_optimizer(this->optimizer());
       pending_vote_ = 0, vote_carried_ = false;
@@ -197,6 +216,11 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       // the last boundary rides in the all-reduce.
       reducer_->begin(pending_vote_);
       vote_carried_ = false;
+      try {
+        if (units_) units_->begin_step();
+      } catch (const detail::collective_error& e) {
+        fail(e.operation, e);
+      }
       const double scale = detail::loss_scale(this->scaler_);
       const auto launched_before = reducer_->launched();
       torch::Tensor cost;
@@ -212,13 +236,14 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         });
         TP_PHASE("tp::reduce");  // what backward's all-reduces have left to do
         reducer_->finish();
+        if (units_) units_->end_step();
       } catch (const detail::collective_error& e) {
         fail(e.operation, e);
       } catch (const c10::Error& e) {  // a hook's failure, through the autograd engine
         fail("the gradient all-reduce during backward", e);
       }
       ++steps_;
-      if (sharding_ != sharding::gradients) vote_carried_ = true, votes_.post(reducer_->vote_slots());
+      if (sharding_ == sharding::none || sharding_ == sharding::optimizer_state) vote_carried_ = true, votes_.post(reducer_->vote_slots());
       if (!sharded_) {
         // The reduced gradients are the same on every rank, so the loss scaler's inf check and
         // gradient processing take the same decision everywhere.
@@ -230,23 +255,47 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       // Sharded: the whole gradients (stage 1), or this rank's shard of them with their norms
       // summed across the ranks (stage 2), so the decision is the same everywhere.
       bool update = true;
-      if (sharding_ == sharding::gradients) {
+      if (sharding_ == sharding::gradients || sharding_ == sharding::parameters) {
         auto gradients = sharded_->gradients();
         update = this->ready_for_update(gradients, scale, [this](double local) { return sum_one(local, "summing the gradients' norm across ranks"); });
       } else {
         update = this->process_gradients(model_, scale);
       }
       TP_PHASE("tp::optimizer_step");
-      const bool carry_vote = sharding_ == sharding::gradients;  // else the all-reduce carried it
+      // The vote rides in the gather of the updated weights (stages 2 and 3), else the
+      // all-reduce carried it; with every parameter in a unit nothing is gathered after the step,
+      // and the ranks agree at the boundary in a collective of their own.
+      const bool carry_vote = sharding_ == sharding::gradients || sharding_ == sharding::parameters;
       torch::Tensor votes;
       try {
         votes = sharded_->step_and_gather(update, carry_vote, pending_vote_);
       } catch (const detail::collective_error& e) {
         fail(e.operation, e);
       }
-      if (carry_vote) vote_carried_ = true, votes_.post(votes);
+      if (carry_vote && votes.defined()) vote_carried_ = true, votes_.post(votes);
       return cost;
     }
+
+    // With tp::sharding::parameters: makes every unit's parameters whole on every rank (every
+    // rank calls it at once), until the next step: to read or save the model between steps (a
+    // checkpoint does it), or after training. Otherwise the parameters are whole already.
+    void gather_parameters() {
+      if (!units_) return;
+      try {
+        units_->gather_whole();
+      } catch (const detail::collective_error& e) {
+        fail(e.operation, e);
+      }
+    }
+    // With tp::sharding::parameters: the bytes of this rank's rows of the units, and of whole
+    // units' parameters now and at most since reset_parameter_peak() (0 otherwise).
+    std::int64_t parameter_shard_bytes() const { return units_ ? units_->shard_bytes() : 0; }
+    std::int64_t whole_unit_bytes() const noexcept { return units_ ? units_->live_bytes() : 0; }
+    std::int64_t peak_whole_unit_bytes() const noexcept { return units_ ? units_->peak_bytes() : 0; }
+    void reset_parameter_peak() noexcept {
+      if (units_) units_->reset_peak();
+    }
+    std::int64_t unit_gathers() const noexcept { return units_ ? units_->gathers() : 0; }
 
     // Averages the gradients now in .grad across the ranks (what a step does after backward).
     void reduce_gradients() {
@@ -470,6 +519,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     c10::intrusive_ptr<detail::collective_group> group_;
     sharding sharding_;
     model_type model_;
+    std::unique_ptr<detail::parameter_units> units_;        // with sharding::parameters; on the heap: the units point at it
     std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
     std::int64_t steps_ = 0;
     std::int64_t early_all_reduces_ = 0;

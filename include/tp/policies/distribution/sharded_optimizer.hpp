@@ -65,16 +65,20 @@ class sharded_optimizer {
  public:
   // `optimizer`: the user's, over the whole model (no state yet), which it then holds the pieces
   // of (it must outlive this); `parameters`: the model's, in the order the plan indexes them;
-  // `gradient(k)`: this rank's shard of bucket k's averaged gradients, flat.
+  // `gradient(k)`: this rank's shard of bucket k's averaged gradients, flat. `row(k)`, where a
+  // bucket's parameters are sharded too (tp::sharding::parameters): this rank's row of bucket k,
+  // which its pieces are views into and which is not gathered after the step (an undefined
+  // tensor: the bucket's parameters are whole, and are).
   sharded_optimizer(Optimizer& optimizer, std::vector<torch::Tensor> parameters, std::vector<std::string> names, shard_plan plan,
                     std::vector<bucket> layout, const std::function<torch::Tensor(std::size_t)>& gradient,
-                    c10::intrusive_ptr<collective_group> group)
+                    c10::intrusive_ptr<collective_group> group, const std::function<torch::Tensor(std::size_t)>& row = {})
       : optimizer_(optimizer),
         parameters_(std::move(parameters)),
         names_(std::move(names)),
         plan_(std::move(plan)),
         layout_(std::move(layout)),
         group_(std::move(group)) {
+    for (std::size_t k = 0; k < layout_.size(); ++k) gathered_.push_back(!row || !row(k).defined());
     auto& base = torch_base(optimizer_, "");
     if (dynamic_cast<torch::optim::LBFGS*>(&base))
       throw std::invalid_argument("tp::MultiProcess: .shard() cannot shard LBFGS: its step searches along the whole model's direction, "
@@ -100,8 +104,9 @@ class sharded_optimizer {
     for (const auto& piece : plan_.pieces) {
       const auto& p = parameters_[piece.parameter];
       const auto found = group_of.find(p.unsafeGetTensorImpl());
-      auto view = p.detach().view(-1).narrow(0, piece.in_parameter, piece.length);
       const auto shard_begin = plan_.range(piece.bucket, plan_.rank).first;
+      auto view = gathered_[piece.bucket] ? p.detach().view(-1).narrow(0, piece.in_parameter, piece.length)
+                                          : row(piece.bucket).narrow(0, piece.in_bucket - shard_begin, piece.length);
       view.mutable_grad() = gradient(piece.bucket).narrow(0, piece.in_bucket - shard_begin, piece.length);
       pieces_.push_back(view);
       if (found != group_of.end()) base.param_groups()[found->second].params().push_back(view);  // else frozen: never stepped
@@ -125,15 +130,17 @@ class sharded_optimizer {
     return out;
   }
 
-  // Steps this rank's shard, then gathers every rank's into every parameter. With carry_vote
-  // (when the gradients' reduction did not carry it), `vote` (a stop code) rides in the last
-  // bucket's all-gather, whose vote slots of all ranks are returned (stop_vote::decode).
+  // Steps this rank's shard, then gathers every rank's into every parameter (of the buckets
+  // whose parameters are whole). With carry_vote (when the gradients' reduction did not carry
+  // it), `vote` (a stop code) rides in the last gathered bucket's all-gather, whose vote slots
+  // of all ranks are returned (stop_vote::decode); undefined when no bucket is gathered.
   torch::Tensor step_and_gather(bool step, bool carry_vote, int vote) {
     if (step) optimizer_.step();
     torch::NoGradGuard no_grad;
     // Every bucket's all-gather is started as soon as its row is packed, and unpacked in order
     // while the later ones travel; at most two are in flight (their buffers are a bucket each).
     const std::size_t buckets = layout_.size();
+    const auto last = static_cast<std::size_t>(std::find(gathered_.rbegin(), gathered_.rend(), true) - gathered_.rbegin());
     std::deque<gather> in_flight;
     torch::Tensor votes;
     auto finish_oldest = [&] {
@@ -141,7 +148,8 @@ class sharded_optimizer {
       in_flight.pop_front();
     };
     for (std::size_t k = 0; k < buckets; ++k) {
-      in_flight.push_back(start_gather(k, carry_vote && k + 1 == buckets, vote));
+      if (!gathered_[k]) continue;
+      in_flight.push_back(start_gather(k, carry_vote && k + 1 + last == buckets, vote));
       if (in_flight.size() > 2) finish_oldest();
     }
     while (!in_flight.empty()) finish_oldest();
@@ -310,7 +318,8 @@ class sharded_optimizer {
   shard_plan plan_;
   std::vector<bucket> layout_;
   c10::intrusive_ptr<collective_group> group_;
-  std::vector<torch::Tensor> pieces_;  // flat views into the parameters, one per plan piece
+  std::vector<bool> gathered_;         // each bucket's: whether its parameters are whole (gathered after a step)
+  std::vector<torch::Tensor> pieces_;  // flat views into the parameters (or rows), one per plan piece
   std::vector<std::size_t> listed_;    // the pieces the groups hold, in the groups' order
   std::int64_t gathers_ = 0;
 };

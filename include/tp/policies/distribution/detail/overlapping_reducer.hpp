@@ -51,18 +51,23 @@ namespace tp::detail {
 
 class overlapping_reducer {
  public:
+  // `layout`: the buckets, when the caller makes them (a parameter-sharded run's units); by
+  // default, the parameters reversed, cut at `bucket_bytes`.
   overlapping_reducer(std::vector<torch::Tensor> parameters, c10::intrusive_ptr<collective_group> group, std::size_t bucket_bytes, bool overlap,
-                      torch::Dtype wire = torch::kFloat, bool reduce_to_owners = false)
-      : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap), wire_(wire), to_owners_(reduce_to_owners) {
-    std::vector<torch::Tensor> reversed(parameters_.rbegin(), parameters_.rend());
-    buckets_ = make_buckets(reversed, bucket_bytes);
-    for (auto& b : buckets_)
-      for (auto& i : b.parameters) i = parameters_.size() - 1 - i;  // back to indices into parameters_
+                      torch::Dtype wire = torch::kFloat, bool reduce_to_owners = false, std::vector<bucket> layout = {})
+      : parameters_(std::move(parameters)), group_(std::move(group)), overlap_(overlap), buckets_(std::move(layout)), wire_(wire),
+        to_owners_(reduce_to_owners) {
+    if (buckets_.empty()) {
+      std::vector<torch::Tensor> reversed(parameters_.rbegin(), parameters_.rend());
+      buckets_ = make_buckets(reversed, bucket_bytes);
+      for (auto& b : buckets_)
+        for (auto& i : b.parameters) i = parameters_.size() - 1 - i;  // back to indices into parameters_
+    }
     where_.resize(parameters_.size());
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       std::int64_t offset = 0;
       for (std::size_t j = 0; j < buckets_[k].parameters.size(); ++j) {
-        where_[buckets_[k].parameters[j]] = {k, offset};
+        where_[buckets_[k].parameters[j]] = {k, offset, buckets_[k].sizes[j]};
         offset += buckets_[k].sizes[j];
       }
       if (to_owners_) {
@@ -193,8 +198,8 @@ class overlapping_reducer {
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
       auto& p = parameters_[i];
-      const auto [k, offset] = where_[i];
-      auto slice = flats_[k].narrow(0, offset, p.numel());
+      const auto [k, offset, numel] = where_[i];
+      auto slice = flats_[k].narrow(0, offset, numel);
       const auto& g = p.grad();
       if (g.defined() && g.data_ptr() == slice.data_ptr() && g.is_contiguous()) continue;
       if (g.defined()) slice.copy_(g.reshape(-1));
@@ -218,12 +223,12 @@ class overlapping_reducer {
   void stage(std::size_t i) {
     torch::NoGradGuard no_grad;
     auto& grad = parameters_[i].mutable_grad();
-    const auto [k, offset] = where_[i];
+    const auto [k, offset, numel] = where_[i];
     if (buckets_[k].parameters.size() == 1 && grad.defined() && grad.is_contiguous()) {
       staging_[k] = grad.view(-1);
     } else {
       if (!staging_[k].defined()) staging_[k] = take_staging(k);
-      auto slice = staging_[k].narrow(0, offset, parameters_[i].numel());
+      auto slice = staging_[k].narrow(0, offset, numel);  // not the parameter's numel(): it may be released (tp::sharding::parameters)
       if (grad.defined()) slice.copy_(grad.reshape(-1));
       else slice.zero_();
     }
@@ -329,7 +334,7 @@ class overlapping_reducer {
 
   struct place {
     std::size_t bucket = 0;
-    std::int64_t offset = 0;
+    std::int64_t offset = 0, numel = 0;
   };
   std::vector<torch::Tensor> parameters_;
   c10::intrusive_ptr<collective_group> group_;

@@ -1,0 +1,342 @@
+#pragma once
+// The parameters of a parameter-sharded run (tp::sharding::parameters, ZeRO stage 3, FSDP): the
+// model's tp::Sharded units (tp/sharded.hpp), each flattened, its elements cut into N equal rows
+// (policies/distribution/detail/shard_plan.hpp's cut, one unit a bucket), rank r keeping row r.
+// The row is the truth: the sharded optimizer steps it in place.
+//
+// A unit's whole parameters are views into one flat buffer, whose memory exists only while it
+// is gathered (the storage is given back and taken again, as FSDP resizes its storage to 0, so
+// that the tensors autograd saved in forward, views into it, see the values again in backward):
+// - forward: before the unit runs, its all-gather is waited for (or made), and the next unit's
+//   (the one that followed it in the last step) is started, so it travels while this one
+//   computes; after it runs, the buffer goes and its parameters become empty tensors.
+// - backward: a hook on the unit's output gathers again just before backward reaches the unit,
+//   and starts the gather of the unit that came before it in forward; once the gradients of all
+//   its trainable parameters are in, the buffer goes again. (The gradients themselves are the
+//   reducer's: each unit is a bucket reduced to its owners, overlapping_reducer.hpp.)
+// So a rank holds its rows, the parameters outside every unit (whole), and at most two units'
+// whole parameters in training (the one running and the one prefetched).
+//
+// A unit run twice in one forward gathers twice. A prefetched unit that does not run is released
+// when the step ends. Between steps, gather_whole() (every rank at once) makes every unit whole
+// until the next step or start: what a checkpoint reads and loads; shard_whole() takes each whole
+// unit's row back from its parameters (they may have been loaded) and releases them.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <tp/policies/distribution/detail/collective_group.hpp>
+#include <tp/policies/distribution/detail/gradient_buckets.hpp>
+#include <tp/sharded.hpp>
+
+namespace tp::detail {
+
+class parameter_units final : public unit_runtime {
+ public:
+  // Finds the units of `model` (its parameters are `model.parameters()`, in that order) and
+  // flattens each; throws std::invalid_argument for a model without units or a unit inside another.
+  parameter_units(torch::nn::Module& model, c10::intrusive_ptr<collective_group> group, int rank, int world)
+      : group_(std::move(group)), rank_(rank), world_(world) {
+    std::vector<std::pair<std::string, sharded_unit*>> found;
+    for (const auto& item : model.named_modules("", /*include_self=*/true))
+      if (auto* u = dynamic_cast<sharded_unit*>(item.value().get())) found.emplace_back(item.key(), u);
+    if (found.empty())
+      throw std::invalid_argument("tp::MultiProcess: .shard(tp::sharding::parameters) found no unit in the model: wrap each block whose "
+                                  "parameters are to be sharded in tp::Sharded<Block> (tp/sharded.hpp), as FSDP's fully_shard is "
+                                  "applied per block");
+    for (const auto& [outer, a] : found)
+      for (const auto& [inner, b] : found)
+        if (a != b && (outer.empty() || inner.starts_with(outer + ".")))
+          throw std::invalid_argument("tp::MultiProcess: unit '" + inner + "' is inside unit '" + label(outer) +
+                                      "': a parameter is sharded by one unit only; keep tp::Sharded on one of the two");
+    // Each parameter's unit: the one its name is under, if every name it has (a tied parameter
+    // has several) is under that one; else it stays whole.
+    const auto named = model.named_parameters();
+    std::map<const void*, std::vector<int>> owners;
+    std::vector<int> under(named.size(), -1);
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      for (std::size_t u = 0; u < found.size(); ++u)
+        if (found[u].first.empty() || named[i].key().starts_with(found[u].first + ".")) under[i] = static_cast<int>(u);
+      owners[named[i].value().unsafeGetTensorImpl()].push_back(under[i]);
+    }
+    unit_of_.assign(named.size(), -1);
+    units_.resize(found.size());
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      const auto& all = owners[named[i].value().unsafeGetTensorImpl()];
+      if (under[i] < 0 || all.size() != 1) continue;  // outside every unit, or tied: whole
+      auto& u = units_[static_cast<std::size_t>(under[i])];
+      u.members.parameters.push_back(i);
+      u.members.sizes.push_back(named[i].value().numel());
+      u.parameters.push_back(named[i].value());
+      u.shapes.push_back(named[i].value().sizes().vec());
+      unit_of_[i] = under[i];
+    }
+    torch::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < units_.size(); ++k) {
+      auto& u = units_[k];
+      u.name = label(found[k].first);
+      if (u.parameters.empty()) continue;  // nothing of its own to shard: it runs as its block
+      for (const auto& p : u.parameters)
+        if (p.scalar_type() != u.parameters.front().scalar_type() || p.device() != u.parameters.front().device())
+          throw std::invalid_argument("tp::MultiProcess: unit '" + u.name + "' mixes parameter types or devices; a unit is one flat "
+                                      "buffer: make its parameters one type on one device");
+      for (auto n : u.members.sizes) u.numel += n;
+      u.row = (u.numel + world_ - 1) / world_;
+      const auto options = u.parameters.front().options().requires_grad(false);
+      u.full = torch::zeros({u.row * world_}, options);
+      u.shard = torch::zeros({u.row}, options);
+      std::int64_t offset = 0;
+      for (std::size_t j = 0; j < u.parameters.size(); ++j) {
+        u.full.narrow(0, offset, u.members.sizes[j]).copy_(u.parameters[j].detach().reshape(-1));
+        offset += u.members.sizes[j];
+      }
+      show(u);
+      u.now = state::pinned;  // whole, and the parameters are the truth until start() shards them
+      live_bytes_ += bytes(u);
+      peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+      for (const auto& p : u.parameters) {
+        if (!p.requires_grad()) continue;
+        ++u.trainable;
+        auto accumulator = torch::autograd::impl::grad_accumulator(p);
+        accumulator->add_post_hook(std::make_unique<arrived>(this, k));
+        accumulators_.push_back(std::move(accumulator));  // kept alive, or autograd makes one without the hook
+      }
+      found[k].second->attach(this, k);
+      attached_.push_back(found[k].second);
+    }
+  }
+  ~parameter_units() override {
+    for (auto* u : attached_) u->attach(nullptr, 0);
+  }
+  parameter_units(const parameter_units&) = delete;  // the units and hooks point at it
+  parameter_units& operator=(const parameter_units&) = delete;
+
+  // Each parameter's unit (-1: whole on every rank), and unit k's parameters as a bucket.
+  const std::vector<int>& unit_of() const noexcept { return unit_of_; }
+  std::size_t size() const noexcept { return units_.size(); }
+  const bucket& members(std::size_t k) const noexcept { return units_[k].members; }
+  // This rank's row of unit k (its optimizer's pieces are views into it).
+  const torch::Tensor& shard(std::size_t k) const noexcept { return units_[k].shard; }
+
+  // The buckets the gradients are reduced in, in backward's order (the model's parameters
+  // reversed): each unit is one bucket, the rest are cut at `bucket_bytes` (make_buckets).
+  std::vector<bucket> layout(const std::vector<torch::Tensor>& parameters, std::size_t bucket_bytes) const {
+    std::vector<bucket> buckets;
+    std::vector<bool> placed(units_.size(), false);
+    std::size_t bytes = 0;
+    bool rest_open = false;  // whether the last bucket holds parameters outside units
+    for (std::size_t n = parameters.size(); n-- > 0;) {
+      if (const int u = unit_of_[n]; u >= 0) {
+        if (!placed[static_cast<std::size_t>(u)]) buckets.push_back(units_[static_cast<std::size_t>(u)].members), placed[static_cast<std::size_t>(u)] = true;
+        rest_open = false;
+        continue;
+      }
+      const auto size = static_cast<std::size_t>(parameters[n].numel()) * parameters[n].element_size();
+      const auto& last = buckets.empty() ? parameters[n] : parameters[buckets.back().parameters.back()];
+      if (!rest_open || last.scalar_type() != parameters[n].scalar_type() || bytes + size > bucket_bytes) buckets.emplace_back(), bytes = 0;
+      buckets.back().parameters.push_back(n);
+      buckets.back().sizes.push_back(parameters[n].numel());
+      bytes += size, rest_open = true;
+    }
+    return buckets;
+  }
+
+  // A step begins (units made whole between steps give their rows back); its forward records
+  // the order units run in, which the next step's forward prefetches by.
+  void begin_step() {
+    shard_whole();
+    last_order_ = std::move(order_);
+    order_.clear();
+    in_step_ = true;
+  }
+  // The step's backward is done: every unit still whole (a prefetch not used, a unit with no
+  // trainable parameters) is released.
+  void end_step() {
+    in_step_ = false;
+    for (std::size_t k = 0; k < units_.size(); ++k) release(k);
+  }
+
+  // Every unit whole, until the next step or start (every rank at once).
+  void gather_whole() {
+    in_step_ = false;
+    for (std::size_t k = 0; k < units_.size(); ++k) start_gather(k);
+    for (std::size_t k = 0; k < units_.size(); ++k) {
+      finish_gather(k);
+      if (!units_[k].parameters.empty()) units_[k].now = state::pinned;
+    }
+  }
+  // Each whole unit's row from its parameters (they are the truth while whole), then released.
+  void shard_whole() {
+    torch::NoGradGuard no_grad;
+    bool pinned = false;
+    for (std::size_t k = 0; k < units_.size(); ++k) {
+      auto& u = units_[k];
+      if (u.now == state::gathering) finish_gather(k);
+      if (u.now == state::released || u.parameters.empty()) continue;
+      pinned = pinned || u.now == state::pinned;
+      u.shard.copy_(u.full.narrow(0, rank_ * u.row, u.row));
+      u.now = state::whole;
+      release(k);
+    }
+    if (pinned) peak_bytes_ = live_bytes_;  // the peak counts from here: training's, not the whole model's
+  }
+
+  // The bytes of whole units' buffers now, and the most there were at once.
+  std::int64_t live_bytes() const noexcept { return live_bytes_; }
+  std::int64_t peak_bytes() const noexcept { return peak_bytes_; }
+  void reset_peak() noexcept { peak_bytes_ = live_bytes_; }
+  // This rank's rows, in bytes; the all-gathers made so far.
+  std::int64_t shard_bytes() const {
+    std::int64_t n = 0;
+    for (const auto& u : units_)
+      if (u.shard.defined()) n += static_cast<std::int64_t>(u.shard.nbytes());
+    return n;
+  }
+  std::int64_t gathers() const noexcept { return gathers_; }
+
+  void before_forward(std::size_t k) override {
+    auto& u = units_[k];
+    if (u.now == state::pinned) return;
+    start_gather(k);
+    finish_gather(k);
+    if (!in_step_ || !torch::GradMode::is_enabled()) return;
+    order_.push_back(k);
+    backward_from_ = order_.size();
+    // The unit that ran next in the last step starts its gather now.
+    if (order_.size() < last_order_.size()) start_gather(last_order_[order_.size()]);
+  }
+  void after_forward(std::size_t k, torch::Tensor& output) override {
+    if (units_[k].now == state::pinned) return;
+    if (in_step_ && torch::GradMode::is_enabled() && output.requires_grad())
+      output.register_hook([this, k](const torch::Tensor&) { before_backward(k); });
+    release(k);
+  }
+
+ private:
+  enum class state { released, gathering, whole, pinned };  // pinned: whole between steps
+  struct unit {
+    std::string name;
+    bucket members;                      // its parameters (indices into the model's) and their sizes
+    std::vector<torch::Tensor> parameters;
+    std::vector<std::vector<std::int64_t>> shapes;  // theirs when whole
+    std::int64_t numel = 0, row = 0;     // elements, and each rank's row of them (the last padded)
+    torch::Tensor shard;                 // this rank's row: the truth
+    torch::Tensor full;                  // every row: its memory exists only while it is gathered
+    c10::intrusive_ptr<c10d::Work> work;  // its all-gather in flight
+    state now = state::released;
+    std::size_t trainable = 0, pending = 0;  // gradients still to come in this backward
+  };
+
+  struct arrived : torch::autograd::FunctionPostHook {
+    arrived(parameter_units* units, std::size_t k) : units(units), k(k) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) override {
+      units->gradient_arrived(k);
+      return outputs;
+    }
+    parameter_units* units;
+    std::size_t k;
+  };
+
+  static std::string label(const std::string& name) { return name.empty() ? "(the model itself)" : name; }
+  static std::int64_t bytes(const unit& u) { return u.full.numel() * static_cast<std::int64_t>(u.full.element_size()); }
+
+  // Backward is about to reach unit k: whole again, and the unit before it in forward starts
+  // its gather.
+  void before_backward(std::size_t k) {
+    auto& u = units_[k];
+    start_gather(k);
+    finish_gather(k);
+    u.pending = u.trainable;
+    auto at = std::find(std::make_reverse_iterator(order_.begin() + static_cast<std::ptrdiff_t>(backward_from_)), order_.rend(), k);
+    if (at == order_.rend()) return;
+    backward_from_ = static_cast<std::size_t>(order_.rend() - at) - 1;  // k's place in forward
+    if (backward_from_ > 0) start_gather(order_[backward_from_ - 1]);
+  }
+  void gradient_arrived(std::size_t k) {
+    auto& u = units_[k];
+    if (u.now == state::whole && u.pending > 0 && --u.pending == 0) release(k);
+  }
+
+  // The unit's memory back, and its rows gathered into it (asynchronously).
+  void start_gather(std::size_t k) {
+    auto& u = units_[k];
+    if (u.now != state::released || u.parameters.empty()) return;
+    auto* storage = u.full.storage().unsafeGetStorageImpl();
+    const auto size = static_cast<std::size_t>(bytes(u));
+    storage->set_data_ptr_noswap(storage->allocator()->allocate(size));
+    storage->set_nbytes(size);
+    live_bytes_ += bytes(u);
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    for (int r = 0; r < world_; ++r) outputs[0].push_back(u.full.narrow(0, r * u.row, u.row));
+    std::vector<torch::Tensor> inputs{u.shard};
+    try {
+      u.work = group_->allgather(outputs, inputs);
+    } catch (const std::exception& e) {
+      throw collective_error("starting the all-gather of unit '" + u.name + "'s parameters", e.what());
+    }
+    ++gathers_;
+    u.now = state::gathering;
+  }
+  void finish_gather(std::size_t k) {
+    auto& u = units_[k];
+    if (u.now != state::gathering) return;
+    try {
+      u.work->wait();
+    } catch (const std::exception& e) {
+      throw collective_error("the all-gather of unit '" + u.name + "'s parameters", e.what());
+    }
+    u.work.reset();
+    show(u);
+    u.now = state::whole;
+  }
+  // The unit's parameters as views into its buffer.
+  static void show(unit& u) {
+    torch::NoGradGuard no_grad;
+    std::int64_t offset = 0;
+    for (std::size_t j = 0; j < u.parameters.size(); ++j) {
+      u.parameters[j].set_data(u.full.narrow(0, offset, u.members.sizes[j]).view(u.shapes[j]));
+      offset += u.members.sizes[j];
+    }
+  }
+  // Gives the unit's memory back; its parameters become empty tensors (views the graph saved
+  // keep their shape, and see the values again when the unit is gathered for backward).
+  void release(std::size_t k) {
+    auto& u = units_[k];
+    if (u.now == state::released || u.parameters.empty()) return;
+    if (u.now == state::gathering) finish_gather(k);
+    torch::NoGradGuard no_grad;
+    for (auto& p : u.parameters) p.set_data(torch::empty({0}, u.full.options()));
+    auto* storage = u.full.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, u.full.device()));
+    storage->set_nbytes(0);
+    live_bytes_ -= bytes(u);
+    u.now = state::released;
+  }
+
+  c10::intrusive_ptr<collective_group> group_;
+  int rank_, world_;
+  std::vector<unit> units_;
+  std::vector<int> unit_of_;
+  std::vector<sharded_unit*> attached_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<std::size_t> order_, last_order_;  // the units as this step's and the last step's forward ran them
+  std::size_t backward_from_ = 0;                // where in order_ backward has got to
+  bool in_step_ = false;
+  std::int64_t live_bytes_ = 0, peak_bytes_ = 0, gathers_ = 0;
+};
+
+}  // namespace tp::detail

@@ -1,0 +1,103 @@
+#pragma once
+// tp::Sharded<Block>: a unit of parameter sharding (tp::sharding::parameters, ZeRO stage 3), as
+// FSDP's fully_shard is applied to a block. In a run that shards parameters, each rank keeps
+// 1/N of the unit's parameters; the whole parameters exist only while the unit's forward or
+// backward runs (policies/distribution/detail/parameter_units.hpp gathers and releases them).
+// In any other run it is its block, nothing more: the same model trains sharded or not, and its
+// checkpoints load either way.
+//
+//   struct GptImpl : torch::nn::Module {
+//     GptImpl() { for (int i = 0; i < 6; ++i) blocks->push_back(tp::Sharded<Block>(Block(options))); ... }
+//   };
+//   tp::MultiProcess<tp::backend::Gloo>().shard(tp::sharding::parameters)
+//
+// The contract:
+// - Block is a module holder whose forward takes one tensor and returns one (a transformer
+//   block, torch::nn::Sequential, tp::Recomputed<...>); its parameters are the wrapper's, under
+//   "block.". A unit inside another unit is refused when the run starts, naming both.
+// - A parameter the unit shares with another unit or with the rest of the model (tied
+//   embeddings) is not sharded: it stays whole on every rank, as the parameters outside every
+//   unit do.
+// - Between steps a sharded unit's parameters are empty tensors (0 elements): read the model
+//   after MultiProcess's gather_parameters() (checkpoints do it for you). A forward between
+//   steps (evaluation) gathers and releases as in training.
+// - Clones (Cloneable) are plain blocks until a run attaches to them.
+#include <cstddef>
+#include <ostream>
+#include <type_traits>
+#include <utility>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+namespace tp {
+
+namespace detail {
+
+// What a parameter-sharded run attaches to each unit.
+class unit_runtime {
+ public:
+  virtual ~unit_runtime() = default;
+  // Makes the unit's parameters whole (waiting for a prefetched gather, or gathering now).
+  virtual void before_forward(std::size_t unit) = 0;
+  // The forward is done: the parameters go, and come back before backward reaches `output`.
+  virtual void after_forward(std::size_t unit, torch::Tensor& output) = 0;
+};
+
+// The part of every tp::Sharded the runtime sees, whatever its block.
+class sharded_unit {
+ public:
+  virtual ~sharded_unit() = default;
+  void attach(unit_runtime* runtime, std::size_t index) noexcept { runtime_ = runtime, index_ = index; }
+
+ protected:
+  template <class Forward>
+  torch::Tensor run(Forward&& forward) {
+    if (!runtime_) return forward();
+    runtime_->before_forward(index_);
+    auto output = forward();
+    runtime_->after_forward(index_, output);
+    return output;
+  }
+  unit_runtime* runtime_ = nullptr;
+  std::size_t index_ = 0;
+};
+
+}  // namespace detail
+
+template <class Block>
+class ShardedImpl : public torch::nn::Cloneable<ShardedImpl<Block>>, public detail::sharded_unit {
+ public:
+  // Builds the block from the arguments, or takes a block (sharing it with the caller).
+  template <class... Args>
+    requires std::is_constructible_v<Block, Args&&...>
+  explicit ShardedImpl(Args&&... args) : block(std::forward<Args>(args)...) {
+    block = this->register_module("block", block);
+  }
+
+  // For clone(): a copy of the block under the same name, attached to no run.
+  void reset() override {
+    attach(nullptr, 0);
+    if (block.is_empty()) return;
+    block = this->register_module("block", Block(std::dynamic_pointer_cast<typename Block::ContainedType>(block->clone())));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    return run([&] { return block->forward(x); });
+  }
+
+  void pretty_print(std::ostream& stream) const override { stream << "tp::Sharded"; }
+
+  Block block;
+};
+
+template <class Block>
+class Sharded : public torch::nn::ModuleHolder<ShardedImpl<Block>> {
+ public:
+  using torch::nn::ModuleHolder<ShardedImpl<Block>>::ModuleHolder;
+  using Impl = ShardedImpl<Block>;
+};
+
+}  // namespace tp
