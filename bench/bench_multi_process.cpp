@@ -10,8 +10,10 @@
 //   the median of the pairs' time ratio, overlapped / after.
 //
 // - sharded_step: the same step with Adam, unsharded against .shard(tp::sharding::
-//   optimizer_state) and .shard(tp::sharding::gradients), in rotating order. Figures: the
-//   medians of sharded / unsharded step time, and each rank's Adam state in bytes.
+//   optimizer_state), .shard(tp::sharding::gradients) and .shard(tp::sharding::parameters)
+//   (each Linear a tp::Sharded unit, in every variant), the last with and without prefetching
+//   the next unit, in rotating order. Figures: the medians of sharded / unsharded step time,
+//   and each rank's Adam state in bytes.
 //
 // bench/two_hosts.sh runs the step benchmarks between two network namespaces over a
 // rate-limited link, with these variables: TP_BENCH_BUCKET_BYTES (default 1 MB),
@@ -31,6 +33,7 @@
 #include <tp/distributed/free_port.hpp>
 #include <tp/policies/comm/gloo.hpp>
 #include <tp/policies/distribution/multi_process.hpp>
+#include <tp/sharded.hpp>
 #include <tp/tp.hpp>
 #include <tp/distributed.hpp>
 #include <torch/torch.h>
@@ -47,12 +50,14 @@ double seconds(auto&& f) {
 
 tp::process_environment environment() { return tp::read_process_environment(); }
 
-auto desc(std::int64_t width, std::int64_t layers, bool adam = false) {
+// An MLP; with `units`, each Linear a unit of parameter sharding (a plain Linear elsewhere).
+auto desc(std::int64_t width, std::int64_t layers, bool adam = false, bool units = false) {
   return tp::model_desc([=] {
            torch::manual_seed(3);
            torch::nn::Sequential net;
            for (std::int64_t i = 0; i < layers; ++i) {
-             net->push_back(torch::nn::Linear(width, width));
+             if (units) net->push_back(tp::Sharded<torch::nn::Linear>(width, width));
+             else net->push_back(torch::nn::Linear(width, width));
              net->push_back(torch::nn::ReLU());
            }
            return net;
@@ -155,34 +160,43 @@ void step(benchmark::State& state) {
   state.counters["overlapped_ms"] = 1000 * overlap_seconds / static_cast<double>(state.iterations());
 }
 
-// One Adam step, unsharded and sharded both ways, in rotating order.
+// One Adam step, unsharded and sharded three ways (the last with and without prefetch), in
+// rotating order.
 void sharded_step(benchmark::State& state) {
-  static auto tower = desc(512, 8, /*adam=*/true);
-  auto make = [](int port_offset, tp::sharding shard) {
+  static auto tower = desc(512, 8, /*adam=*/true, /*units=*/true);
+  auto make = [](int port_offset, tp::sharding shard, bool prefetch = true) {
     auto env = environment();
     env.master_port = static_cast<std::uint16_t>(env.master_port + port_offset);
-    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(bucket_bytes()).compress_gradients(wire()).shard(shard).build(tower);
+    return tp::MultiProcess<tp::backend::Gloo>(env).bucket_bytes(bucket_bytes()).compress_gradients(wire()).shard(shard).prefetch(prefetch).build(tower);
   };
   static auto plain = make(4, tp::sharding::none);
   static auto stage1 = make(5, tp::sharding::optimizer_state);
   static auto stage2 = make(6, tp::sharding::gradients);
+  static auto stage3 = make(7, tp::sharding::parameters);
+  static auto stage3_unfetched = make(8, tp::sharding::parameters, /*prefetch=*/false);
   static const std::int64_t rows = std::getenv("TP_BENCH_BATCH") ? std::stoll(std::getenv("TP_BENCH_BATCH")) : 256;
   static tp::DummyInput input(torch::data::Example<>{torch::randn({rows, 512}), torch::randn({rows, 512})});
-  double t[3] = {0, 0, 0};
+  constexpr int variants = 5;
+  double t[variants] = {0, 0, 0, 0, 0};
   static int first = 0;
   for (auto _ : state) {
-    for (int k = 0; k < 3; ++k) {
-      const int which = (first + k) % 3;
+    for (int k = 0; k < variants; ++k) {
+      const int which = (first + k) % variants;
       t[which] += seconds([&] {
         if (which == 0) plain.run_step(tower, input);
         else if (which == 1) stage1.run_step(tower, input);
-        else stage2.run_step(tower, input);
+        else if (which == 2) stage2.run_step(tower, input);
+        else if (which == 3) stage3.run_step(tower, input);
+        else stage3_unfetched.run_step(tower, input);
       });
     }
-    first = (first + 1) % 3;
+    first = (first + 1) % variants;
   }
   state.counters["optimizer_state_over_plain"] = t[1] / t[0];
   state.counters["gradients_over_plain"] = t[2] / t[0];
+  state.counters["parameters_over_plain"] = t[3] / t[0];
+  state.counters["parameters_over_gradients"] = t[3] / t[2];
+  state.counters["unprefetched_over_prefetched"] = t[4] / t[3];
   state.counters["plain_ms"] = 1000 * t[0] / static_cast<double>(state.iterations());
   state.counters["plain_state_MB"] = static_cast<double>(tp::detail::state_tensor_bytes(plain.optimizer())) / 1e6;
   state.counters["sharded_state_MB"] = static_cast<double>(tp::detail::state_tensor_bytes(stage1.optimizer())) / 1e6;
@@ -210,7 +224,7 @@ class MedianReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   pid_t second = -1;
   if (!std::getenv("RANK")) {  // started by hand: become rank 0 and start rank 1
-    const auto port = std::to_string(tp::free_local_port());  // and the next six, for the other groups
+    const auto port = std::to_string(tp::free_local_port());  // and the next eight, for the other groups
     ::setenv("WORLD_SIZE", "2", 1);
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);
@@ -235,7 +249,9 @@ int main(int argc, char** argv) {
     std::cout << "\nmedians of the pairs: tp / direct allreduce throughput " << reporter.medians["tp_over_direct_throughput"]
               << "; step overlapped / reduced after backward " << reporter.medians["overlapped_over_after"] << " (" << reporter.medians["overlapped_ms"]
               << " ms / " << reporter.medians["after_ms"] << " ms); sharded step / unsharded: optimizer state "
-              << reporter.medians["optimizer_state_over_plain"] << ", gradients " << reporter.medians["gradients_over_plain"] << " ("
+              << reporter.medians["optimizer_state_over_plain"] << ", gradients " << reporter.medians["gradients_over_plain"] << ", parameters "
+              << reporter.medians["parameters_over_plain"] << " (" << reporter.medians["parameters_over_gradients"]
+              << " of stage 2's; without prefetch " << reporter.medians["unprefetched_over_prefetched"] << " times as long) ("
               << reporter.medians["plain_ms"] << " ms unsharded; Adam state per rank " << reporter.medians["sharded_state_MB"] << " MB sharded, "
               << reporter.medians["plain_state_MB"] << " MB unsharded)\n";
 }

@@ -21,7 +21,8 @@
 // --out_dir=OUT and any GPT with nanoGPT's names load it (load_state_dict(strict=True)), and
 // --init-from DIR starts from DIR/ckpt.pt, one written by nanoGPT included.
 // tp's levers: --precision bf16 (autocast), --recompute (each block's activations recomputed in
-// backward), --threads N (intra-op threads), --shard optimizer|gradients (under tp-run).
+// backward), --threads N (intra-op threads), --shard optimizer|gradients|parameters (under
+// tp-run; parameters: each block's parameters too, tp::Sharded).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -125,7 +126,8 @@ flags parse(int argc, char** argv) {
   app.add_option("--device", f.device, "cpu or cuda (default: cuda where LibTorch has it)")->check(CLI::IsMember({"", "cpu", "cuda"}));
   app.add_option("--precision", f.precision, "fp32, or bf16 (autocast: bf16 matrix products, fp32 weights)")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--recompute", f.recompute, "recompute each block's activations in backward (less memory, one more forward)");
-  app.add_option("--shard", f.shard, "under tp-run: none, optimizer (ZeRO 1) or gradients (ZeRO 2)")->check(CLI::IsMember({"none", "optimizer", "gradients"}));
+  app.add_option("--shard", f.shard, "under tp-run: none, optimizer (ZeRO 1), gradients (ZeRO 2) or parameters (ZeRO 3: each block's too)")
+      ->check(CLI::IsMember({"none", "optimizer", "gradients", "parameters"}));
   app.add_option("--threads", f.threads, "intra-op threads (0: one per physical core)")->check(CLI::NonNegativeNumber);
   app.add_option("--sample", f.sample, "print this many characters sampled from OUT/ckpt.pt, and exit")->check(CLI::NonNegativeNumber);
   app.add_option("--start", f.start, "the text samples start from");
@@ -221,6 +223,7 @@ class NanoGptCheckpoint {
                 << std::defaultfloat << std::endl;
     if (*val_ < best_) {
       best_ = *val_;
+      trainer.gather_parameters();  // every rank (they agree on val_): whole where they are sharded
       if (trainer.is_chief()) write(trainer);
     }
     train_.reset();
@@ -386,7 +389,10 @@ int main(int argc, char** argv) try {
                                                   .world_size(env.world_size)
                                                   .micro_batches(micro_batches));
   const bool cuda = f.device == "cuda" || (f.device.empty() && torch::cuda::is_available());
-  const auto shard = f.shard == "optimizer" ? tp::sharding::optimizer_state : f.shard == "gradients" ? tp::sharding::gradients : tp::sharding::none;
+  const auto shard = f.shard == "optimizer"    ? tp::sharding::optimizer_state
+                     : f.shard == "gradients"  ? tp::sharding::gradients
+                     : f.shard == "parameters" ? tp::sharding::parameters
+                                               : tp::sharding::none;
   result outcome{};
   if (env.world_size > 1) {
 #ifdef TP_WITH_CUDA

@@ -13,6 +13,10 @@
 #   ranks        2 processes train the first 200 steps, 1 process the rest: it says what
 #                changed of the layout, and its train loss at step 300 is an uninterrupted
 #                one-process run's within 2e-3 (the same windows; sums in another order)
+#   sharded      --shard parameters (each block's parameters sharded, tp::Sharded): 2 processes
+#                train the first 100 steps, 4 the rest; the 4 resume from the 2's checkpoint,
+#                the best val loss is below 3.4 nats, and Python's val loss of the ckpt.pt the
+#                ranks wrote (gathered whole) equals tp's within 1e-4
 #   bad_input    each bad input fails with its own message, before training
 set -euo pipefail
 check=$1 gpt=$2 tp_run=$3 dir=$4
@@ -21,8 +25,9 @@ python=${TP_PYTHON:-/usr/bin/python3}
 rm -rf "$dir"
 mkdir -p "$dir"
 text=$root/README.md
-small=(--n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 16 --eval-interval 100 --eval-iters 10 --learning-rate 3e-3
-       --min-lr 3e-4 --warmup-iters 20 --gradient-accumulation-steps 2 --threads 1)
+model=(--n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 16 --eval-interval 100 --eval-iters 10 --learning-rate 3e-3
+       --min-lr 3e-4 --warmup-iters 20 --threads 1)
+small=("${model[@]}" --gradient-accumulation-steps 2)
 fail() { echo "gpt_checks $check: $*" >&2; exit 1; }
 
 # The weights of a tp checkpoint, as one hash (torch.load reads tp's checkpoints).
@@ -74,6 +79,16 @@ import re, sys
 a, b = (float(re.search(r'step 300: train loss ([0-9.]+)', open(f).read()).group(1)) for f in sys.argv[1:])
 sys.exit(0 if abs(a - b) < 2e-3 else 1)" "$dir/one.log" "$dir/whole.log" || fail "the train loss at step 300 differs from an uninterrupted run's"
   ;;
+sharded)
+  run=(--data "$text" "${model[@]}" --gradient-accumulation-steps 4 --max-iters 200 --lr-decay-iters 200 --shard parameters)
+  "$tp_run" -n 2 "$gpt" "${run[@]}" --out-dir "$dir/run" --max-iters 100 >"$dir/two.log" 2>&1 || { cat "$dir/two.log"; fail "tp-run -n 2 failed"; }
+  "$tp_run" -n 4 "$gpt" "${run[@]}" --out-dir "$dir/run" --max-val-loss 3.4 2>&1 | tee "$dir/four.log" || fail "tp-run -n 4 failed"
+  grep -q "from a checkpoint of 2 processes" "$dir/four.log" || fail "the 4 processes did not resume from the 2's checkpoint"
+  tp_loss=$("$python" -c "import json,sys; print(min(r['val_loss'] for r in json.load(open(sys.argv[1])) if 'val_loss' in r))" "$dir/run/stats.json")
+  py_loss=$("$python" "$root/bench/gpt_peer.py" score "$dir/run/ckpt.pt" "$dir/run/data" --eval-iters 10 --batch-size 16 --seed 1337 | tee /dev/stderr | cut -d' ' -f3)
+  "$python" -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) < 1e-4 else 1)" "$tp_loss" "$py_loss" ||
+    fail "Python's val loss $py_loss of the sharded run's ckpt.pt differs from tp's $tp_loss"
+  ;;
 bad_input)
   expect() {  # MESSAGE ARGS...: the run fails and says MESSAGE
     local message=$1
@@ -95,6 +110,6 @@ bad_input)
   : >"$dir/empty.txt"
   expect "is empty" --data "$dir/empty.txt"
   ;;
-*) fail "unknown check (learn, killed, ranks, bad_input)" ;;
+*) fail "unknown check (learn, killed, ranks, sharded, bad_input)" ;;
 esac
 echo "gpt_checks $check: passed"

@@ -18,6 +18,7 @@
 #include <torch/version.h>
 
 #include <tp/recompute.hpp>
+#include <tp/sharded.hpp>
 #include <tp/checkpoint/state_dict.hpp>
 
 namespace gpt {
@@ -133,7 +134,9 @@ struct TransformerImpl : torch::nn::Module {
         drop(register_module("drop", torch::nn::Dropout(c.dropout))),
         h(register_module("h", torch::nn::ModuleList())),
         ln_f(nullptr) {
-    for (std::int64_t i = 0; i < c.n_layer; ++i) h->push_back(Block(c));
+    // Each block a unit of parameter sharding (tp/sharded.hpp): a plain block unless the run
+    // shards parameters, and the names are the block's own either way.
+    for (std::int64_t i = 0; i < c.n_layer; ++i) h->push_back(tp::Sharded<Block>(Block(c)));
     ln_f = register_module("ln_f", LayerNorm(c.n_embd, c.bias));
   }
 };
@@ -166,7 +169,7 @@ struct GPTImpl : torch::nn::Module {
     const auto pos = torch::arange(T, torch::TensorOptions(torch::kLong).device(idx.device()));
     auto x = transformer->drop(transformer->wte(idx) + transformer->wpe(pos));
     for (const auto& module : *transformer->h) {
-      auto block = std::dynamic_pointer_cast<BlockImpl>(module);
+      auto block = std::dynamic_pointer_cast<tp::ShardedImpl<Block>>(module);
       x = recompute && is_training() ? tp::recompute([block](const torch::Tensor& in) { return block->forward(in); }, x) : block->forward(x);
     }
     x = transformer->ln_f(x);

@@ -385,7 +385,7 @@ TEST(ParameterSharding, AModelWithoutUnitsOrWithAUnitInsideAnotherIsRefused) {
   auto rank = fails(2, {"--shard", "parameters", "--out", (dir.path / "w").string()});
   EXPECT_NE(rank.output.find("found no unit in the model: wrap each block"), std::string::npos) << rank.output;
   rank = fails(2, {"--shard", "parameters", "--units", "3", "--out", (dir.path / "w").string()});
-  EXPECT_NE(rank.output.find("unit '0.block.0' is inside unit '0'"), std::string::npos) << rank.output;
+  EXPECT_NE(rank.output.find("unit '0.0' is inside unit '0'"), std::string::npos) << rank.output;
 }
 
 // --- bad inputs ---------------------------------------------------------------------------------

@@ -13,8 +13,12 @@
 //
 // The contract:
 // - Block is a module holder whose forward takes one tensor and returns one (a transformer
-//   block, torch::nn::Sequential, tp::Recomputed<...>); its parameters are the wrapper's, under
-//   "block.". A unit inside another unit is refused when the run starts, naming both.
+//   block, torch::nn::Sequential, tp::Recomputed<...>). Its parameters, buffers and submodules
+//   are the wrapper's under their own names (no "block." between): wrapping a block or not
+//   changes no name, so a model's checkpoints and state_dicts are the same either way. A unit
+//   inside another unit is refused when the run starts, naming both.
+// - Its forward returns everything the rest of the model uses of it: backward reaches the unit
+//   through that output (a hook there gathers the parameters again).
 // - A parameter the unit shares with another unit or with the rest of the model (tied
 //   embeddings) is not sharded: it stays whole on every rank, as the parameters outside every
 //   unit do.
@@ -74,23 +78,38 @@ class ShardedImpl : public torch::nn::Cloneable<ShardedImpl<Block>>, public deta
   template <class... Args>
     requires std::is_constructible_v<Block, Args&&...>
   explicit ShardedImpl(Args&&... args) : block(std::forward<Args>(args)...) {
-    block = this->register_module("block", block);
+    adopt();
   }
 
-  // For clone(): a copy of the block under the same name, attached to no run.
+  // For clone(): a copy of the block, attached to no run.
   void reset() override {
     attach(nullptr, 0);
     if (block.is_empty()) return;
-    block = this->register_module("block", Block(std::dynamic_pointer_cast<typename Block::ContainedType>(block->clone())));
+    block = Block(std::dynamic_pointer_cast<typename Block::ContainedType>(block->clone()));
+    adopt();
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
     return run([&] { return block->forward(x); });
   }
 
+  // The block is not a child (its parts are): its own training flag follows the wrapper's.
+  void train(bool on = true) override {
+    torch::nn::Module::train(on);
+    block->train(on);
+  }
   void pretty_print(std::ostream& stream) const override { stream << "tp::Sharded"; }
 
   Block block;
+
+ private:
+  // The block's own parameters, buffers and submodules, registered here under their names.
+  void adopt() {
+    for (const auto& item : block->named_parameters(/*recurse=*/false))
+      this->register_parameter(item.key(), item.value(), item.value().requires_grad());
+    for (const auto& item : block->named_buffers(/*recurse=*/false)) this->register_buffer(item.key(), item.value());
+    for (const auto& item : block->named_children()) this->register_module(item.key(), item.value());
+  }
 };
 
 template <class Block>

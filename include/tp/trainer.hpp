@@ -116,8 +116,8 @@ class Trainer {
     } end_of_loop{looping_};
     try {
       if constexpr (background_input<InputPolicy>) input_.start();
+      print_model_summary();  // before start(): a parameter-sharded model is whole until then
       if constexpr (synced_at_start<replicas_type>) replicas_.start();  // towers brought to the main one
-      print_model_summary();
       callbacks_.before_train(*this);
       const std::int64_t steps = options_.steps_per_epoch();
       for (int epoch = options_.starting_epoch(); epoch <= options_.max_epoch() && !outcome_.interrupted(); ++epoch) {
@@ -290,8 +290,16 @@ class Trainer {
   TowerPolicy& tower() noexcept { return tower_; }
   DistributionPolicy& distribution() noexcept { return distribution_; }
   replicas_type& replicas() noexcept { return replicas_; }
-  // The main tower's model: what callbacks evaluate and savers save.
+  // The main tower's model: what callbacks evaluate and savers save. Where the policy shards the
+  // parameters (MultiProcess with tp::sharding::parameters), a unit's are empty between steps:
+  // read them after gather_parameters().
   decltype(auto) model() { return replicas_.main_model(); }
+  // Makes the model's parameters whole until the next step, where the policy shards them: every
+  // process calls it at once (a hook that every process runs, not a chief-only one); elsewhere
+  // it does nothing. Checkpoints do it themselves.
+  void gather_parameters() {
+    if constexpr (gathers_parameters<replicas_type>) replicas_.gather_parameters();
+  }
   // The same, as a plain module (through the handle: a ModuleHolder or a std::shared_ptr).
   torch::nn::Module* model_module() {
     torch::nn::Module& module = *replicas_.main_model();

@@ -26,7 +26,7 @@
 // that rank builds it 16 wide (a model that differs between ranks). --depth D: D more hidden
 // layers (H x H). --units 1: each Linear is a tp::Sharded unit (what --shard parameters shards);
 // --recompute 1: and recomputed too; --units 3: the first Linear is a unit inside another (a
-// mistake). With --shard parameters it prints "parameter rows N bytes, whole units at most N
+// mistake); --units 4: only the hidden layers are units (the others stay whole). With --shard parameters it prints "parameter rows N bytes, whole units at most N
 // bytes" after the first step.
 #include <csignal>
 #include <cstdio>
@@ -122,13 +122,14 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
            if (!scripted.empty()) return torch::nn::Sequential(tp::ScriptedModule(scripted));
            torch::manual_seed(5);
            torch::nn::Sequential m;
-           m->push_back(layer(6, hidden, units));
+           const int outer = units == 4 ? 0 : units;  // --units 4: only the hidden layers are units
+           m->push_back(layer(6, hidden, outer));
            m->push_back(torch::nn::Tanh());
            for (int i = 0; i < depth; ++i) {
-             m->push_back(layer(hidden, hidden, units == 3 ? 1 : units));
+             m->push_back(layer(hidden, hidden, units == 3 || units == 4 ? 1 : units));
              m->push_back(torch::nn::Tanh());
            }
-           m->push_back(layer(hidden, 1, units));
+           m->push_back(layer(hidden, 1, outer));
            return m;
          })
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {

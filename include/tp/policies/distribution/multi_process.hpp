@@ -65,6 +65,7 @@
 #include <tp/distributed/environment.hpp>
 #include <tp/distributed/rendezvous.hpp>
 #include <tp/loss_scaler.hpp>
+#include <tp/model_summary.hpp>
 #include <tp/tower_context.hpp>
 
 namespace tp {
@@ -91,6 +92,12 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
   // All-reduce buckets while backward runs (default) or only after it (for comparison).
   MultiProcess& overlap(bool on) {
     overlap_ = on;
+    return *this;
+  }
+  // With .shard(tp::sharding::parameters): gather the next unit's parameters while this one
+  // computes (default), or only when it runs (for comparison).
+  MultiProcess& prefetch(bool on) {
+    prefetch_ = on;
     return *this;
   }
   // The gradients' type on the wire: torch::kFloat (default, as they are), torch::kHalf or
@@ -140,7 +147,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         if constexpr (!detail::replicas_base<Tower>::has_optimizer)
           throw std::invalid_argument(who() + ".shard(tp::sharding::parameters) needs a tower with an optimizer: the sharded parameters "
                                               "are what it steps");
-        units_ = std::make_unique<detail::parameter_units>(*model_, group_, env_.rank, env_.world_size);
+        units_ = std::make_unique<detail::parameter_units>(*model_, group_, env_.rank, env_.world_size, options.prefetch_);
         layout = units_->layout((*model_).parameters(), this->update_.bucket_bytes());
       }
       reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, this->update_.bucket_bytes(),
@@ -335,7 +342,13 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       const auto owned = sharded_->plan().owned();
       std::int64_t total = 0;
       for (auto n : sharded_->plan().bucket_numel) total += n;
-      return " (rank " + std::to_string(env_.rank) + "'s shard: " + std::to_string(owned) + " of " + std::to_string(total) + " parameters)";
+      // The gradients it keeps, and with sharded parameters its rows of the units and the most of
+      // them whole at once in the first step.
+      std::string more = "; gradients kept " + detail::human_bytes(static_cast<double>(reducer_->kept_bytes()));
+      if (units_)
+        more += "; parameters: its rows " + detail::human_bytes(static_cast<double>(units_->shard_bytes())) + ", units whole at most " +
+                detail::human_bytes(static_cast<double>(units_->peak_bytes()));
+      return " (rank " + std::to_string(env_.rank) + "'s shard: " + std::to_string(owned) + " of " + std::to_string(total) + " parameters" + more + ")";
     }
 
     // Whether each rank holds only its shard of the optimizer state: a checkpoint is then its
@@ -536,6 +549,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
   process_environment environment_;
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
   bool overlap_ = true;
+  bool prefetch_ = true;
   torch::Dtype wire_ = torch::kFloat;
   sharding sharding_ = sharding::none;
 };

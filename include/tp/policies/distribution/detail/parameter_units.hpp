@@ -17,8 +17,9 @@
 // So a rank holds its rows, the parameters outside every unit (whole), and at most two units'
 // whole parameters in training (the one running and the one prefetched).
 //
-// A unit run twice in one forward gathers twice. A prefetched unit that does not run is released
-// when the step ends. Between steps, gather_whole() (every rank at once) makes every unit whole
+// A unit run twice in one forward gathers twice; a recomputed one (tp::recompute around it, or
+// inside it) gathers again for the recomputation. A prefetched unit that does not run is
+// released when the step ends. Between steps, gather_whole() (every rank at once) makes every unit whole
 // until the next step or start: what a checkpoint reads and loads; shard_whole() takes each whole
 // unit's row back from its parameters (they may have been loaded) and releases them.
 #include <algorithm>
@@ -40,6 +41,7 @@
 
 #include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/policies/distribution/detail/gradient_buckets.hpp>
+#include <tp/recompute.hpp>
 #include <tp/sharded.hpp>
 
 namespace tp::detail {
@@ -48,8 +50,9 @@ class parameter_units final : public unit_runtime {
  public:
   // Finds the units of `model` (its parameters are `model.parameters()`, in that order) and
   // flattens each; throws std::invalid_argument for a model without units or a unit inside another.
-  parameter_units(torch::nn::Module& model, c10::intrusive_ptr<collective_group> group, int rank, int world)
-      : group_(std::move(group)), rank_(rank), world_(world) {
+  // Without `prefetch`, a unit is gathered only when it runs (the baseline of the benchmark).
+  parameter_units(torch::nn::Module& model, c10::intrusive_ptr<collective_group> group, int rank, int world, bool prefetch = true)
+      : group_(std::move(group)), rank_(rank), world_(world), prefetch_(prefetch) {
     std::vector<std::pair<std::string, sharded_unit*>> found;
     for (const auto& item : model.named_modules("", /*include_self=*/true))
       if (auto* u = dynamic_cast<sharded_unit*>(item.value().get())) found.emplace_back(item.key(), u);
@@ -212,11 +215,12 @@ class parameter_units final : public unit_runtime {
     if (u.now == state::pinned) return;
     start_gather(k);
     finish_gather(k);
-    if (!in_step_ || !torch::GradMode::is_enabled()) return;
+    // A recomputation in backward gathers again, but is not forward's order.
+    if (!in_step_ || !torch::GradMode::is_enabled() || recomputing()) return;
     order_.push_back(k);
     backward_from_ = order_.size();
     // The unit that ran next in the last step starts its gather now.
-    if (order_.size() < last_order_.size()) start_gather(last_order_[order_.size()]);
+    if (prefetch_ && order_.size() < last_order_.size()) start_gather(last_order_[order_.size()]);
   }
   void after_forward(std::size_t k, torch::Tensor& output) override {
     if (units_[k].now == state::pinned) return;
@@ -263,7 +267,7 @@ class parameter_units final : public unit_runtime {
     auto at = std::find(std::make_reverse_iterator(order_.begin() + static_cast<std::ptrdiff_t>(backward_from_)), order_.rend(), k);
     if (at == order_.rend()) return;
     backward_from_ = static_cast<std::size_t>(order_.rend() - at) - 1;  // k's place in forward
-    if (backward_from_ > 0) start_gather(order_[backward_from_ - 1]);
+    if (prefetch_ && backward_from_ > 0) start_gather(order_[backward_from_ - 1]);
   }
   void gradient_arrived(std::size_t k) {
     auto& u = units_[k];
@@ -329,6 +333,7 @@ class parameter_units final : public unit_runtime {
 
   c10::intrusive_ptr<collective_group> group_;
   int rank_, world_;
+  bool prefetch_;
   std::vector<unit> units_;
   std::vector<int> unit_of_;
   std::vector<sharded_unit*> attached_;
