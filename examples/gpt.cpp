@@ -22,7 +22,7 @@
 // --init-from DIR starts from DIR/ckpt.pt, one written by nanoGPT included.
 // tp's levers: --precision bf16 (autocast), --recompute (each block's activations recomputed in
 // backward), --threads N (intra-op threads), --shard optimizer|gradients|parameters (under
-// tp-run; parameters: each block's parameters too, tp::Sharded).
+// tp-run; parameters: each block's parameters too, tp::Sharded, gathered in bf16 with --precision bf16).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -320,6 +320,8 @@ result train(Input input, Distribution distribution, const flags& f, const gpt::
 template <class Distribution>
 Distribution with_update(Distribution d, const flags& f, int micro_batches) {
   if (f.grad_clip > 0) d.gradients(tp::GradientProcessing().clip_global_norm(f.grad_clip));
+  if constexpr (requires { d.compress_parameters(torch::kBFloat16); })  // bf16 computes with bf16 weights: gather them so
+    if (f.precision == "bf16") d.compress_parameters(torch::kBFloat16);
   if (micro_batches > 1) d.accumulate(micro_batches);
   return d;
 }

@@ -304,13 +304,15 @@ Process fails(int world, const std::vector<std::string>& flags) {
 // --- parameters (stage 3) ------------------------------------------------------------------------
 
 // Parameter sharding composes: a unit recomputed (it gathers again for the recomputation), two
-// micro-batches a step (reduced after the last), no clipping, no overlap. Each ends within the
-// roundings of stage 2 of the unsharded run with the same flags (the same model: its Linears are
-// units there too, which unsharded are plain blocks).
+// micro-batches a step (reduced after the last), no clipping, no overlap, bf16 autocast with the
+// units gathered in bf16. Each ends within the roundings of stage 2 of the unsharded run with the
+// same flags (the same model: its Linears are units there too, which unsharded are plain blocks;
+// bf16: the unsharded step rounds the weights to bf16 where autocast casts them, as the gather does).
 TEST(ParameterSharding, ComposesWithRecomputationAccumulationAndClipping) {
   TempDir dir("shard_parameters_compose");
   const std::vector<std::vector<std::string>> variants{
-      {"--recompute", "1", "--clip", "0.5"}, {"--units", "1", "--accumulate", "2"}, {"--units", "1"}, {"--units", "1", "--overlap", "0", "--clip", "0.5"}};
+      {"--recompute", "1", "--clip", "0.5"}, {"--units", "1", "--accumulate", "2"}, {"--units", "1"}, {"--units", "1", "--overlap", "0", "--clip", "0.5"},
+      {"--units", "1", "--bf16", "1", "--clip", "0.5"}, {"--units", "4", "--clip", "0.5"}};
   for (const auto& variant : variants) {
     std::string label;
     for (const auto& v : variant) label += v + " ";
@@ -348,6 +350,23 @@ TEST(ParameterSharding, EachRankHoldsItsRowsAndAtMostTwoUnitsWhole) {
       }
     }
   }
+}
+
+// Gathered in bf16, a step's all-gathers send half the bytes (the gathers of a checkpoint, or of
+// gather_parameters() at the end, stay exact: here one of every row).
+TEST(ParameterSharding, GatheredInBf16TheStepsSendHalfTheBytes) {
+  TempDir dir("shard_parameters_bf16");
+  auto sent = [&](const char* bf16) {
+    const auto ranks = run_ranks(2, {"--steps", "10", "--units", "1", "--depth", "2", "--bf16", bf16, "--shard", "parameters", "--out",
+                                     (dir.path / "w").string()});
+    const auto& out = ranks[0].output;
+    const auto rows = number_after(out, "parameter rows "), times = number_after(out, "units gathered ");
+    EXPECT_GT(times, 0) << out;
+    return number_after(out.substr(out.find("units gathered ")), " times, ") - rows;
+  };
+  const auto exact = sent("0"), halved = sent("1");
+  EXPECT_GT(exact, 0);
+  EXPECT_EQ(halved * 2, exact);
 }
 
 // A parameter-sharded run's checkpoint holds the model whole: resumed the same way it ends with

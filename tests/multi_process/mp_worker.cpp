@@ -5,7 +5,7 @@
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients|parameters] [--clip NORM]
-//             [--units 1|3] [--recompute 1] [--depth D]
+//             [--units 1|3|4] [--recompute 1] [--depth D] [--bf16 1]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -26,8 +26,10 @@
 // that rank builds it 16 wide (a model that differs between ranks). --depth D: D more hidden
 // layers (H x H). --units 1: each Linear is a tp::Sharded unit (what --shard parameters shards);
 // --recompute 1: and recomputed too; --units 3: the first Linear is a unit inside another (a
-// mistake); --units 4: only the hidden layers are units (the others stay whole). With --shard parameters it prints "parameter rows N bytes, whole units at most N
-// bytes" after the first step.
+// mistake); --units 4: only the hidden layers are units (the others stay whole). --bf16 1: bf16
+// autocast, and sharded parameters gathered in bf16 (MultiProcess::compress_parameters). With
+// --shard parameters it prints "parameter rows N bytes, whole units at most N bytes" after the
+// first step, and at the end "units gathered N times, N bytes sent".
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -114,7 +116,8 @@ torch::nn::AnyModule layer(int in, int out, int units) {
   return torch::nn::AnyModule(linear);
 }
 
-auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted, int hidden = 32, int units = 0, int depth = 0) {
+auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted, int hidden = 32, int units = 0, int depth = 0,
+          bool bf16 = false) {
   auto scaling = tp::LossScaler().growth_interval(3);
   if (loss_scale > 0) scaling.init_scale(loss_scale);
   auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
@@ -140,7 +143,8 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
         }
         return torch::mse_loss(m->forward(b.data), b.target.slice(1, 0, 1));
       })
-      .optimizer([optimizer](torch::nn::Sequential& m) { return make_optimizer(optimizer, m); }));
+      .optimizer([optimizer](torch::nn::Sequential& m) { return make_optimizer(optimizer, m); })
+      .precision(bf16 ? tp::precision::bf16_mixed : tp::precision::fp32));
 }
 
 void print_loss_scale(auto& trainer) {
@@ -202,6 +206,8 @@ int main(int argc, char** argv) try {
                      : shard == "parameters" ? tp::sharding::parameters
                                              : tp::sharding::none);
   const int units = get("--recompute", "0") == "1" ? 2 : std::stoi(get("--units", "0"));
+  const bool bf16 = get("--bf16", "0") == "1";
+  if (bf16) distribution.compress_parameters(torch::kBFloat16);
   if (flags.count("--clip")) distribution.gradients(tp::GradientProcessing().clip_global_norm(std::stod(flags["--clip"])));
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
@@ -210,7 +216,7 @@ int main(int argc, char** argv) try {
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
     const int hidden = get("--narrow-rank", "-1") == std::to_string(env.rank) ? 16 : std::stoi(get("--hidden", "32"));
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden, units, std::stoi(get("--depth", "0"))), std::move(distribution), options,
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden, units, std::stoi(get("--depth", "0")), bf16), std::move(distribution), options,
                         step, std::move(saver)...);
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
@@ -229,6 +235,9 @@ int main(int argc, char** argv) try {
     std::printf("collectives: %lld to agree on stopping, %lld all-gathers of shards\n", static_cast<long long>(trainer.replicas().stop_collectives()),
                 static_cast<long long>(trainer.replicas().shard_gathers()));
     print_loss_scale(trainer);
+    if (trainer.replicas().unit_gathers() > 0)
+      std::printf("units gathered %lld times, %lld bytes sent\n", static_cast<long long>(trainer.replicas().unit_gathers()),
+                  static_cast<long long>(trainer.replicas().unit_gather_bytes()));
     return 0;
   };
   if (logdir.empty()) return train();

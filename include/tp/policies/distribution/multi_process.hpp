@@ -100,6 +100,18 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     prefetch_ = on;
     return *this;
   }
+  // With .shard(tp::sharding::parameters): the type units' parameters are gathered in for the
+  // steps, torch::kBFloat16 or torch::kHalf (half the bytes; the step computes with the rounded
+  // values, as it does under bf16 autocast anyway: FSDP's MixedPrecisionPolicy param_dtype), or
+  // torch::kFloat (default, exact). Each rank's rows, what the optimizer steps, stay fp32, and
+  // the gradients are reduced as compress_gradients says.
+  MultiProcess& compress_parameters(torch::Dtype wire) {
+    if (wire != torch::kFloat && wire != torch::kHalf && wire != torch::kBFloat16)
+      throw std::invalid_argument(std::string("tp::MultiProcess: compress_parameters takes torch::kBFloat16, torch::kHalf or torch::kFloat (off), not ") +
+                                  c10::toString(wire));
+    parameter_wire_ = wire;
+    return *this;
+  }
   // The gradients' type on the wire: torch::kFloat (default, as they are), torch::kHalf or
   // torch::kBFloat16 (DDP's fp16_compress_hook and bf16_compress_hook).
   MultiProcess& compress_gradients(torch::Dtype wire) {
@@ -147,7 +159,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         if constexpr (!detail::replicas_base<Tower>::has_optimizer)
           throw std::invalid_argument(who() + ".shard(tp::sharding::parameters) needs a tower with an optimizer: the sharded parameters "
                                               "are what it steps");
-        units_ = std::make_unique<detail::parameter_units>(*model_, group_, env_.rank, env_.world_size, options.prefetch_);
+        units_ = std::make_unique<detail::parameter_units>(*model_, group_, env_.rank, env_.world_size, options.prefetch_, options.parameter_wire_);
         layout = units_->layout((*model_).parameters(), this->update_.bucket_bytes());
       }
       reducer_ = std::make_unique<detail::overlapping_reducer>((*model_).parameters(), group_, this->update_.bucket_bytes(),
@@ -302,7 +314,9 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     void reset_parameter_peak() noexcept {
       if (units_) units_->reset_peak();
     }
+    // The units' all-gathers so far, and the bytes this rank sent in them.
     std::int64_t unit_gathers() const noexcept { return units_ ? units_->gathers() : 0; }
+    std::int64_t unit_gather_bytes() const noexcept { return units_ ? units_->sent_bytes() : 0; }
 
     // Averages the gradients now in .grad across the ranks (what a step does after backward).
     void reduce_gradients() {
@@ -550,6 +564,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
   bool overlap_ = true;
   bool prefetch_ = true;
+  torch::Dtype parameter_wire_ = torch::kFloat;
   torch::Dtype wire_ = torch::kFloat;
   sharding sharding_ = sharding::none;
 };

@@ -17,6 +17,11 @@
 // So a rank holds its rows, the parameters outside every unit (whole), and at most two units'
 // whole parameters in training (the one running and the one prefetched).
 //
+// With a wire type (bf16, FSDP's MixedPrecisionPolicy param_dtype), training's gathers send each
+// row rounded to it (half the bytes) and the whole parameters are those rounded values, in the
+// parameters' own type: what a bf16-autocast step computes with anyway. The rows stay exact, as
+// do the gathers between steps (what checkpoints save).
+//
 // A unit run twice in one forward gathers twice; a recomputed one (tp::recompute around it, or
 // inside it) gathers again for the recomputation. A prefetched unit that does not run is
 // released when the step ends. Between steps, gather_whole() (every rank at once) makes every unit whole
@@ -51,8 +56,9 @@ class parameter_units final : public unit_runtime {
   // Finds the units of `model` (its parameters are `model.parameters()`, in that order) and
   // flattens each; throws std::invalid_argument for a model without units or a unit inside another.
   // Without `prefetch`, a unit is gathered only when it runs (the baseline of the benchmark).
-  parameter_units(torch::nn::Module& model, c10::intrusive_ptr<collective_group> group, int rank, int world, bool prefetch = true)
-      : group_(std::move(group)), rank_(rank), world_(world), prefetch_(prefetch) {
+  parameter_units(torch::nn::Module& model, c10::intrusive_ptr<collective_group> group, int rank, int world, bool prefetch = true,
+                  torch::Dtype wire = torch::kFloat)
+      : group_(std::move(group)), rank_(rank), world_(world), prefetch_(prefetch), wire_(wire) {
     std::vector<std::pair<std::string, sharded_unit*>> found;
     for (const auto& item : model.named_modules("", /*include_self=*/true))
       if (auto* u = dynamic_cast<sharded_unit*>(item.value().get())) found.emplace_back(item.key(), u);
@@ -175,23 +181,24 @@ class parameter_units final : public unit_runtime {
   // Every unit whole, until the next step or start (every rank at once).
   void gather_whole() {
     in_step_ = false;
-    for (std::size_t k = 0; k < units_.size(); ++k) start_gather(k);
+    for (std::size_t k = 0; k < units_.size(); ++k) start_gather(k, /*exact=*/true);
     for (std::size_t k = 0; k < units_.size(); ++k) {
       finish_gather(k);
       if (!units_[k].parameters.empty()) units_[k].now = state::pinned;
     }
   }
-  // Each whole unit's row from its parameters (they are the truth while whole), then released.
+  // Each unit made whole between steps gives its row back from its parameters (they are the
+  // truth then: they may have been loaded); every unit is released.
   void shard_whole() {
     torch::NoGradGuard no_grad;
     bool pinned = false;
     for (std::size_t k = 0; k < units_.size(); ++k) {
       auto& u = units_[k];
-      if (u.now == state::gathering) finish_gather(k);
-      if (u.now == state::released || u.parameters.empty()) continue;
-      pinned = pinned || u.now == state::pinned;
-      u.shard.copy_(u.full.narrow(0, rank_ * u.row, u.row));
-      u.now = state::whole;
+      if (u.now == state::pinned) {
+        pinned = true;
+        u.shard.copy_(u.full.narrow(0, rank_ * u.row, u.row));
+        u.now = state::whole;
+      }
       release(k);
     }
     if (pinned) peak_bytes_ = live_bytes_;  // the peak counts from here: training's, not the whole model's
@@ -201,7 +208,7 @@ class parameter_units final : public unit_runtime {
   std::int64_t live_bytes() const noexcept { return live_bytes_; }
   std::int64_t peak_bytes() const noexcept { return peak_bytes_; }
   void reset_peak() noexcept { peak_bytes_ = live_bytes_; }
-  // This rank's rows, in bytes; the all-gathers made so far.
+  // This rank's rows, in bytes; the all-gathers made so far, and the bytes of its rows in them.
   std::int64_t shard_bytes() const {
     std::int64_t n = 0;
     for (const auto& u : units_)
@@ -209,6 +216,7 @@ class parameter_units final : public unit_runtime {
     return n;
   }
   std::int64_t gathers() const noexcept { return gathers_; }
+  std::int64_t sent_bytes() const noexcept { return sent_bytes_; }  // this rank's rows, as sent
 
   void before_forward(std::size_t k) override {
     auto& u = units_[k];
@@ -240,6 +248,7 @@ class parameter_units final : public unit_runtime {
     torch::Tensor shard;                 // this rank's row: the truth
     torch::Tensor full;                  // every row: its memory exists only while it is gathered
     c10::intrusive_ptr<c10d::Work> work;  // its all-gather in flight
+    torch::Tensor sent, received;         // its row and every row in the wire type, while in flight
     state now = state::released;
     std::size_t trainable = 0, pending = 0;  // gradients still to come in this backward
   };
@@ -274,8 +283,9 @@ class parameter_units final : public unit_runtime {
     if (u.now == state::whole && u.pending > 0 && --u.pending == 0) release(k);
   }
 
-  // The unit's memory back, and its rows gathered into it (asynchronously).
-  void start_gather(std::size_t k) {
+  // The unit's memory back, and its rows gathered into it (asynchronously): through the wire
+  // type unless `exact`. bf16 travels as fp16's bits (LibTorch 1.x's Gloo gathers no bf16).
+  void start_gather(std::size_t k, bool exact = false) {
     auto& u = units_[k];
     if (u.now != state::released || u.parameters.empty()) return;
     auto* storage = u.full.storage().unsafeGetStorageImpl();
@@ -284,9 +294,17 @@ class parameter_units final : public unit_runtime {
     storage->set_nbytes(size);
     live_bytes_ += bytes(u);
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+    torch::Tensor into = u.full, sent = u.shard;
+    if (!exact && wire_ != torch::kFloat && wire_ != u.shard.scalar_type()) {  // kFloat: off
+      torch::NoGradGuard no_grad;
+      u.received = torch::empty({u.row * world_}, u.shard.options().dtype(wire_));
+      into = u.received, sent = u.sent = u.shard.to(wire_);
+      if (wire_ == torch::kBFloat16) into = into.view(torch::kHalf), sent = sent.view(torch::kHalf);  // bits moved as they are
+    }
     std::vector<std::vector<torch::Tensor>> outputs(1);
-    for (int r = 0; r < world_; ++r) outputs[0].push_back(u.full.narrow(0, r * u.row, u.row));
-    std::vector<torch::Tensor> inputs{u.shard};
+    for (int r = 0; r < world_; ++r) outputs[0].push_back(into.narrow(0, r * u.row, u.row));
+    std::vector<torch::Tensor> inputs{sent};
+    sent_bytes_ += static_cast<std::int64_t>(sent.nbytes());
     try {
       u.work = group_->allgather(outputs, inputs);
     } catch (const std::exception& e) {
@@ -304,6 +322,11 @@ class parameter_units final : public unit_runtime {
       throw collective_error("the all-gather of unit '" + u.name + "'s parameters", e.what());
     }
     u.work.reset();
+    if (u.received.defined()) {  // through the wire type: the rounded values, in the parameters' type
+      torch::NoGradGuard no_grad;
+      u.full.copy_(u.received);
+      u.received.reset(), u.sent.reset();
+    }
     show(u);
     u.now = state::whole;
   }
@@ -334,6 +357,7 @@ class parameter_units final : public unit_runtime {
   c10::intrusive_ptr<collective_group> group_;
   int rank_, world_;
   bool prefetch_;
+  torch::Dtype wire_;
   std::vector<unit> units_;
   std::vector<int> unit_of_;
   std::vector<sharded_unit*> attached_;
@@ -341,7 +365,7 @@ class parameter_units final : public unit_runtime {
   std::vector<std::size_t> order_, last_order_;  // the units as this step's and the last step's forward ran them
   std::size_t backward_from_ = 0;                // where in order_ backward has got to
   bool in_step_ = false;
-  std::int64_t live_bytes_ = 0, peak_bytes_ = 0, gathers_ = 0;
+  std::int64_t live_bytes_ = 0, peak_bytes_ = 0, gathers_ = 0, sent_bytes_ = 0;
 };
 
 }  // namespace tp::detail
