@@ -36,40 +36,11 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <tp/policies/distribution/detail/unit_runtime.hpp>
+#include <tp/recompute.hpp>
+
 namespace tp {
 
-namespace detail {
-
-// What a parameter-sharded run attaches to each unit.
-class unit_runtime {
- public:
-  virtual ~unit_runtime() = default;
-  // Makes the unit's parameters whole (waiting for a prefetched gather, or gathering now).
-  virtual void before_forward(std::size_t unit) = 0;
-  // The forward is done: the parameters go, and come back before backward reaches `output`.
-  virtual void after_forward(std::size_t unit, torch::Tensor& output) = 0;
-};
-
-// The part of every tp::Sharded the runtime sees, whatever its block.
-class sharded_unit {
- public:
-  virtual ~sharded_unit() = default;
-  void attach(unit_runtime* runtime, std::size_t index) noexcept { runtime_ = runtime, index_ = index; }
-
- protected:
-  template <class Forward>
-  torch::Tensor run(Forward&& forward) {
-    if (!runtime_) return forward();
-    runtime_->before_forward(index_);
-    auto output = forward();
-    runtime_->after_forward(index_, output);
-    return output;
-  }
-  unit_runtime* runtime_ = nullptr;
-  std::size_t index_ = 0;
-};
-
-}  // namespace detail
 
 template <class Block>
 class ShardedImpl : public torch::nn::Cloneable<ShardedImpl<Block>>, public detail::sharded_unit {
@@ -90,7 +61,11 @@ class ShardedImpl : public torch::nn::Cloneable<ShardedImpl<Block>>, public deta
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
-    return run([&] { return block->forward(x); });
+    if (!runtime_) return block->forward(x);
+    runtime_->before_forward(index_, recomputing());
+    auto output = block->forward(x);
+    runtime_->after_forward(index_, output);
+    return output;
   }
 
   // The block is not a child (its parts are): its own training flag follows the wrapper's.

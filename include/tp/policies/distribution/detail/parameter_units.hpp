@@ -46,8 +46,7 @@
 
 #include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/policies/distribution/detail/gradient_buckets.hpp>
-#include <tp/recompute.hpp>
-#include <tp/sharded.hpp>
+#include <tp/policies/distribution/detail/unit_runtime.hpp>
 
 namespace tp::detail {
 
@@ -218,13 +217,13 @@ class parameter_units final : public unit_runtime {
   std::int64_t gathers() const noexcept { return gathers_; }
   std::int64_t sent_bytes() const noexcept { return sent_bytes_; }  // this rank's rows, as sent
 
-  void before_forward(std::size_t k) override {
+  void before_forward(std::size_t k, bool recomputation) override {
     auto& u = units_[k];
     if (u.now == state::pinned) return;
     start_gather(k);
     finish_gather(k);
     // A recomputation in backward gathers again, but is not forward's order.
-    if (!in_step_ || !torch::GradMode::is_enabled() || recomputing()) return;
+    if (!in_step_ || !torch::GradMode::is_enabled() || recomputation) return;
     order_.push_back(k);
     backward_from_ = order_.size();
     // The unit that ran next in the last step starts its gather now.
