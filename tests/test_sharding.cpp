@@ -399,6 +399,14 @@ TEST(ParameterSharding, ACheckpointResumesShardedUnshardedAndOnOtherRanks) {
   EXPECT_LT(largest_difference(dir.path / "plain_4.0", dir.path / "sharded_4.0"), 2e-6);
 }
 
+// A callback that keeps the whole weights cannot have them: refused at start, saying why.
+TEST(ParameterSharding, WeightEMAIsRefusedNamingTheSharding) {
+  TempDir dir("shard_parameters_ema");
+  const auto rank = fails(2, {"--shard", "parameters", "--units", "1", "--ema", "1", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("tp::WeightEMA: this run shards the parameters"), std::string::npos) << rank.output;
+  EXPECT_EQ(rank.output.find("step 1\n"), std::string::npos) << "it trained";
+}
+
 TEST(ParameterSharding, AModelWithoutUnitsOrWithAUnitInsideAnotherIsRefused) {
   TempDir dir("shard_parameters_units");
   auto rank = fails(2, {"--shard", "parameters", "--out", (dir.path / "w").string()});

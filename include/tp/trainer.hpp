@@ -300,6 +300,11 @@ class Trainer {
   void gather_parameters() {
     if constexpr (gathers_parameters<replicas_type>) replicas_.gather_parameters();
   }
+  // Whether the policy shards the parameters (their units are empty between steps).
+  bool parameters_are_sharded() const {
+    if constexpr (gathers_parameters<replicas_type>) return replicas_.parameters_are_sharded();
+    else return false;
+  }
   // The same, as a plain module (through the handle: a ModuleHolder or a std::shared_ptr).
   torch::nn::Module* model_module() {
     torch::nn::Module& module = *replicas_.main_model();

@@ -5,7 +5,7 @@
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients|parameters] [--clip NORM]
-//             [--units 1|3|4] [--recompute 1] [--depth D] [--bf16 1]
+//             [--units 1|3|4] [--recompute 1] [--depth D] [--bf16 1] [--ema 1]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -29,7 +29,7 @@
 // mistake); --units 4: only the hidden layers are units (the others stay whole). --bf16 1: bf16
 // autocast, and sharded parameters gathered in bf16 (MultiProcess::compress_parameters). With
 // --shard parameters it prints "parameter rows N bytes, whole units at most N bytes" after the
-// first step, and at the end "units gathered N times, N bytes sent".
+// first step, and at the end "units gathered N times, N bytes sent". --ema 1: with a WeightEMA.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -240,6 +240,7 @@ int main(int argc, char** argv) try {
                   static_cast<long long>(trainer.replicas().unit_gather_bytes()));
     return 0;
   };
+  if (get("--ema", "0") == "1") return train(tp::WeightEMA(0.9));
   if (logdir.empty()) return train();
   return train(tp::ModelSaver(logdir).every_n_steps(std::stoll(get("--save-every", "4"))).keep_last(3));
 } catch (const std::exception& e) {

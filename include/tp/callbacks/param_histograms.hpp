@@ -34,6 +34,12 @@ class ParamHistograms {
   }
 
   template <class Trainer>
+  void before_train(Trainer& trainer) {
+    if (trainer.parameters_are_sharded())
+      throw std::invalid_argument("tp::ParamHistograms: this run shards the parameters (tp::sharding::parameters), so the chief holds "
+                                  "only its rows of them between steps; draw the histograms in a run that shards the gradients at most");
+  }
+  template <class Trainer>
   void after_step(Trainer& trainer) {
     if (every_steps_ > 0 && trainer.global_step() % every_steps_ == 0) put(trainer);
   }

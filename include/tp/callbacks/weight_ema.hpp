@@ -35,6 +35,10 @@ class WeightEMA {
 
   template <class Trainer>
   void before_train(Trainer& trainer) {
+    if (trainer.parameters_are_sharded())
+      throw std::invalid_argument("tp::WeightEMA: this run shards the parameters (tp::sharding::parameters), so no rank holds the whole "
+                                  "weights it would average; average them in a run that shards the gradients at most "
+                                  "(tp::sharding::gradients)");
     if (!average_.empty()) return;  // resumed from a checkpoint, or a second train()
     torch::NoGradGuard no_grad;
     for (const auto& [name, t] : detail::module_tensors(*trainer.model_module())) average_.push_back(t.detach().clone());

@@ -306,6 +306,8 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         fail(e.operation, e);
       }
     }
+    // Whether the units' parameters are sharded: empty between steps, but after gather_parameters().
+    bool parameters_are_sharded() const noexcept { return units_ != nullptr; }
     // With tp::sharding::parameters: the bytes of this rank's rows of the units, and of whole
     // units' parameters now and at most since reset_parameter_peak() (0 otherwise).
     std::int64_t parameter_shard_bytes() const { return units_ ? units_->shard_bytes() : 0; }
