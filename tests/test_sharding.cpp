@@ -5,6 +5,7 @@
 // 1 KB, so shards cut through tensors and buckets); this file compares what they write.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -306,8 +307,11 @@ Process fails(int world, const std::vector<std::string>& flags) {
 // Parameter sharding composes: a unit recomputed (it gathers again for the recomputation), two
 // micro-batches a step (reduced after the last), no clipping, no overlap, bf16 autocast with the
 // units gathered in bf16. Each ends within the roundings of stage 2 of the unsharded run with the
-// same flags (the same model: its Linears are units there too, which unsharded are plain blocks;
-// bf16: the unsharded step rounds the weights to bf16 where autocast casts them, as the gather does).
+// same flags (the same model: its Linears are units there too, which unsharded are plain blocks).
+// With bf16 the arithmetic is the same too (the unsharded step rounds the weights to bf16 where
+// autocast casts them, as the gather does), but a last-bit difference from the order of the sums
+// can flip a bf16 rounding of an activation, and the runs then part by up to a bf16 step of the
+// weights (2^-8 of about 0.5: 2e-3; LibTorch 2.6 showed 3.2e-4, 1.13 3e-8).
 TEST(ParameterSharding, ComposesWithRecomputationAccumulationAndClipping) {
   TempDir dir("shard_parameters_compose");
   const std::vector<std::vector<std::string>> variants{
@@ -325,7 +329,8 @@ TEST(ParameterSharding, ComposesWithRecomputationAccumulationAndClipping) {
     run_ranks(2, with({"--shard", "none", "--out", (dir.path / "plain").string()}));
     run_ranks(2, with({"--shard", "parameters", "--out", (dir.path / "sharded").string()}));
     EXPECT_EQ(bytes(dir.path / "sharded.1"), bytes(dir.path / "sharded.0")) << "the ranks differ";
-    EXPECT_LT(largest_difference(dir.path / "plain.0", dir.path / "sharded.0"), 2e-6);
+    const bool bf16 = std::find(variant.begin(), variant.end(), "--bf16") != variant.end();
+    EXPECT_LT(largest_difference(dir.path / "plain.0", dir.path / "sharded.0"), bf16 ? 2e-3 : 2e-6);
   }
 }
 
