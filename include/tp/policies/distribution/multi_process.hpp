@@ -308,14 +308,10 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     }
     // Whether the units' parameters are sharded: empty between steps, but after gather_parameters().
     bool parameters_are_sharded() const noexcept { return units_ != nullptr; }
-    // With tp::sharding::parameters: the bytes of this rank's rows of the units, and of whole
-    // units' parameters now and at most since reset_parameter_peak() (0 otherwise).
+    // With tp::sharding::parameters: the bytes of this rank's rows of the units, and the most
+    // bytes of whole units' parameters at once since training started (0 otherwise).
     std::int64_t parameter_shard_bytes() const { return units_ ? units_->shard_bytes() : 0; }
-    std::int64_t whole_unit_bytes() const noexcept { return units_ ? units_->live_bytes() : 0; }
     std::int64_t peak_whole_unit_bytes() const noexcept { return units_ ? units_->peak_bytes() : 0; }
-    void reset_parameter_peak() noexcept {
-      if (units_) units_->reset_peak();
-    }
     // The units' all-gathers so far, and the bytes this rank sent in them.
     std::int64_t unit_gathers() const noexcept { return units_ ? units_->gathers() : 0; }
     std::int64_t unit_gather_bytes() const noexcept { return units_ ? units_->sent_bytes() : 0; }

@@ -132,10 +132,8 @@ class parameter_units final : public unit_runtime {
   parameter_units(const parameter_units&) = delete;  // the units and hooks point at it
   parameter_units& operator=(const parameter_units&) = delete;
 
-  // Each parameter's unit (-1: whole on every rank), and unit k's parameters as a bucket.
+  // Each parameter's unit (-1: whole on every rank).
   const std::vector<int>& unit_of() const noexcept { return unit_of_; }
-  std::size_t size() const noexcept { return units_.size(); }
-  const bucket& members(std::size_t k) const noexcept { return units_[k].members; }
   // This rank's row of unit k (its optimizer's pieces are views into it).
   const torch::Tensor& shard(std::size_t k) const noexcept { return units_[k].shard; }
 
@@ -203,10 +201,8 @@ class parameter_units final : public unit_runtime {
     if (pinned) peak_bytes_ = live_bytes_;  // the peak counts from here: training's, not the whole model's
   }
 
-  // The bytes of whole units' buffers now, and the most there were at once.
-  std::int64_t live_bytes() const noexcept { return live_bytes_; }
+  // The most bytes of whole units' buffers there were at once since training started.
   std::int64_t peak_bytes() const noexcept { return peak_bytes_; }
-  void reset_peak() noexcept { peak_bytes_ = live_bytes_; }
   // This rank's rows, in bytes; the all-gathers made so far, and the bytes of its rows in them.
   std::int64_t shard_bytes() const {
     std::int64_t n = 0;
