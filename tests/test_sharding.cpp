@@ -374,7 +374,53 @@ TEST(ParameterSharding, GatheredInBf16TheStepsSendHalfTheBytes) {
   EXPECT_EQ(halved * 2, exact);
 }
 
-// A parameter-sharded run's checkpoint holds the model whole: resumed the same way it ends with
+// No rank writes a unit whole: each rank's part holds its rows of the units' parameters (about
+// 1/N of them; the last row of a unit is short), rank 0's file the rest of the state_dict, and
+// together they are the weights the run ended with, which tp-export --state-dict and --whole
+// join in the state_dict's order.
+TEST(ParameterSharding, EachRankWritesItsRowsAndTpExportJoinsThem) {
+  TempDir dir("shard_parameters_parts");
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    const auto logdir = dir.path / ("ckpt" + std::to_string(world));
+    const auto weights = dir.path / ("w" + std::to_string(world));
+    run_ranks(world, {"--steps", "5", "--optimizer", "adam", "--shard", "parameters", "--units", "1", "--depth", "2", "--logdir",
+                      logdir.string(), "--out", weights.string()});
+    const auto main = logdir / "model-0000000005.ckpt";
+    const auto exported = dir.path / ("exported" + std::to_string(world) + ".pt");
+    const auto whole = dir.path / ("whole" + std::to_string(world) + ".ckpt");
+    output_of({TP_EXPORT, main.string(), "--state-dict", exported.string(), "--whole", whole.string()});
+    const auto out = output_of({TP_PYTHON, "-c",
+                                "import sys, torch, os, math\n"
+                                "m = torch.load(sys.argv[1])\n"
+                                "listed = m['tp']['sharded_parameters']\n"
+                                "assert listed and not set(listed) & set(m['state_dict']), 'the units are in the parts only'\n"
+                                "print('sharded elements', sum(math.prod(e['shape']) for e in listed.values()))\n"
+                                "for e in m['tp']['parts']:\n"
+                                "    p = torch.load(os.path.join(os.path.dirname(sys.argv[1]), e['file']))\n"
+                                "    print('part', p['rank'], 'rows', sum(q['value'].numel() for q in p['parameters']))\n"
+                                "ran = torch.from_file(sys.argv[2], size=os.path.getsize(sys.argv[2]) // 4, dtype=torch.float32)\n"
+                                "w = torch.load(sys.argv[4])\n"
+                                "assert 'sharded_parameters' not in w['tp'] and 'parts' not in w['tp'], 'one file'\n"
+                                "for f in (torch.load(sys.argv[3]), w['state_dict']):\n"
+                                "    print('equal', torch.equal(torch.cat([v.flatten() for v in f.values()]), ran))\n",
+                                main.string(), weights.string() + ".0", exported.string(), whole.string()});
+    const auto sharded = number_after(out, "sharded elements ");
+    ASSERT_GT(sharded, 0) << out;
+    long long total = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto rows = number_after(out, "part " + std::to_string(r) + " rows ");
+      EXPECT_GT(rows, 0) << out;
+      EXPECT_LE(rows, sharded / world + 4) << out;  // 4 units: at most one element more each
+      total += rows;
+    }
+    EXPECT_EQ(total, sharded) << "the parts together hold every unit, once";
+    EXPECT_EQ(out.find("equal False"), std::string::npos) << out;
+    EXPECT_NE(out.find("equal True"), std::string::npos) << out;
+  }
+}
+
+// A parameter-sharded run's checkpoint, joined on loading: resumed the same way it ends with
 // the bits of the run never stopped; resumed unsharded, or on 4 ranks, within stage 2's
 // roundings of the runs that do the same unsharded; and an unsharded checkpoint resumes sharded.
 TEST(ParameterSharding, ACheckpointResumesShardedUnshardedAndOnOtherRanks) {

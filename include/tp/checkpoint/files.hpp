@@ -305,6 +305,7 @@ TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& mo
 
 #include <tp/checkpoint/detail/atomic_file.hpp>
 #include <tp/checkpoint/detail/crc32c.hpp>
+#include <tp/checkpoint/detail/parameter_pieces.hpp>
 #include <tp/optim/optimizer_pieces.hpp>
 
 namespace tp {
@@ -456,10 +457,32 @@ TP_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpo
   return found;
 }
 
+namespace detail {
+// A parameter-sharded run's state_dict with its parameters joined from the parts
+// (checkpoint/detail/parameter_pieces.hpp); nothing for any other checkpoint.
+inline std::optional<c10::impl::GenericDict> joined_state_dict(const checked_checkpoint& checked, const py_value& content,
+                                                               const std::filesystem::path& path) {
+  const auto* own = content.is_dict() ? content.find("tp") : nullptr;
+  if (!own || !own->is_dict() || !own->find("sharded_parameters")) return std::nullopt;
+  const auto whole = checkpoint_content(checked);
+  const auto parts = checkpoint_parts(whole, path);
+  if (!parts) bad_checkpoint(path, "says its parameters are sharded but lists no parts");
+  const state_tree all(whole, "");
+  return join_parameters(all.value("state_dict"), all.at("tp").at("sharded_parameters"), *parts, path.string());
+}
+}  // namespace detail
+
 TP_DECL std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(const std::filesystem::path& path) {
-  const auto [info, payload] = detail::read_checked_checkpoint(path);
+  const auto checked = detail::read_checked_checkpoint(path);
   std::vector<std::pair<std::string, torch::Tensor>> weights;
-  const auto content = detail::read_torch_save(payload, path.string());
+  const auto content = detail::read_torch_save(checked.payload, path.string());
+  if (const auto joined = detail::joined_state_dict(checked, content, path)) {
+    for (const auto& entry : *joined) {
+      if (!entry.value().isTensor()) detail::bad_checkpoint(path, "has a state_dict entry that is not a tensor by name");
+      weights.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+    }
+    return weights;
+  }
   const std::string source = path.string();  // named: g++ 14 takes a reference returned next to a temporary for a dangling one
   const auto& saved = detail::state_dict_in(content, source);
   for (const auto& [key, value] : saved.entries()) {
@@ -471,9 +494,11 @@ TP_DECL std::vector<std::pair<std::string, torch::Tensor>> checkpoint_weights(co
 }
 
 TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& module) {
-  const auto [info, payload] = detail::read_checked_checkpoint(path);
+  const auto checked = detail::read_checked_checkpoint(path);
   try {
-    load_state_dict(module, detail::read_torch_save(payload, path.string()), StateDictOptions(), path.string());
+    const auto content = detail::read_torch_save(checked.payload, path.string());
+    if (const auto joined = detail::joined_state_dict(checked, content, path)) load_state_dict(module, *joined, StateDictOptions(), path.string());
+    else load_state_dict(module, content, StateDictOptions(), path.string());
   } catch (const checkpoint_error& e) {
     detail::bad_checkpoint(path, std::string("does not fit this model: ") + e.what());
   } catch (const c10::Error& e) {
@@ -539,6 +564,11 @@ TP_DECL checkpoint_info write_whole_checkpoint(const std::filesystem::path& from
   if (!parts) detail::bad_checkpoint(from, "is not a sharded run's checkpoint: it is whole already");
   const state_tree all(content, from.string());
   const auto options = all.items("optimizer_states").at(0);
+  // A parameter-sharded run's parameters, joined from the parts.
+  const bool sharded_parameters = all.at("tp").contains("sharded_parameters");
+  const state_tree weights(sharded_parameters ? c10::IValue(detail::join_parameters(all.value("state_dict"), all.at("tp").at("sharded_parameters"), *parts, from.string()))
+                                              : all.value("state_dict"),
+                           from.string() + "/state_dict");
   // Each parameter's name and size, from the parts (a first reading), its shape from the state_dict.
   std::map<std::int64_t, std::string> names;
   std::map<std::int64_t, std::int64_t> sizes;
@@ -549,7 +579,6 @@ TP_DECL checkpoint_info write_whole_checkpoint(const std::filesystem::path& from
       auto& size = sizes[one.integer("parameter")];
       size = std::max(size, one.integer("offset") + one.integer("length"));
     }
-  const auto weights = all.at("state_dict");
   std::size_t positions = 0;
   optim::detail::for_each_listed_parameter(options, from.string() + "/optimizer_states/0", [&](const c10::IValue&, std::size_t) { ++positions; });
   std::vector<optim::piece> targets;
@@ -572,7 +601,9 @@ TP_DECL checkpoint_info write_whole_checkpoint(const std::filesystem::path& from
   optimizers.push_back(optim::with_position_states(options, states, from.string()));
   auto whole = state_tree::deep_copy(content).toGenericDict();
   whole.insert_or_assign("optimizer_states", optimizers);
+  whole.insert_or_assign("state_dict", weights.dict());
   auto own = whole.at("tp").toGenericDict();
+  (void)own.erase("sharded_parameters");
   (void)own.erase("parts");
   (void)own.erase("optimizer_parts");
   return write_checkpoint(to, whole, checked.info.global_step, checked.info.epoch_num);

@@ -136,6 +136,10 @@ TP_DECL c10::impl::GenericDict state_dict_of(const torch::nn::Module& module) {
 
 TP_DECL state_dict_report load_state_dict(torch::nn::Module& module, const detail::py_value& content, const StateDictOptions& options,
                                           const std::string& source) {
+  if (const auto* own = content.is_dict() ? content.find("tp") : nullptr; own && own->is_dict() && own->find("sharded_parameters"))
+    throw checkpoint_error(source + " is a parameter-sharded run's checkpoint: its units' parameters are in the parts its processes "
+                                    "wrote beside it; load it with tp::load_model or tp::load_checkpoint, which join them, or make "
+                                    "one file with tp-export --whole or --state-dict");
   const auto& saved = detail::state_dict_in(content, source);
   auto tensors = state_tree::new_dict();
   for (const auto& [key, value] : saved.entries()) {

@@ -25,11 +25,13 @@
 //                            optimizer state may be spread over the processes (MultiProcess with
 //                            .shard(): each holds a shard, and writes it as its part of a
 //                            checkpoint, optim/optimizer_pieces.hpp)
-//   gathers_parameters       gather_parameters() and parameters_are_sharded(): the parameters may be
-//                            spread over the processes between steps (MultiProcess with
-//                            .shard(tp::sharding::parameters)); every process calls gather_parameters()
-//                            at once, and the model is whole until the next step: what a checkpoint
-//                            saves and loads
+//   gathers_parameters       gather_parameters(), parameters_are_sharded(), parameter_rows() and
+//                            sharded_parameters(): the parameters may be spread over the processes
+//                            between steps (MultiProcess with .shard(tp::sharding::parameters));
+//                            every process calls gather_parameters() at once, and the model is
+//                            whole until the next step (what loading a checkpoint needs); a
+//                            checkpoint saves each process's rows in its part
+//                            (checkpoint/detail/parameter_pieces.hpp)
 //   synced_at_start          start(): called once training starts, after a resume too, to bring
 //                            every tower to the main one (Replicated, ParameterServer)
 //   counts_batches           batches_per_step(): how many batches the default step takes from the
@@ -107,6 +109,8 @@ template <class R>
 concept gathers_parameters = requires(R& r, const R& constant) {
   r.gather_parameters();
   { constant.parameters_are_sharded() } -> std::convertible_to<bool>;
+  { constant.parameter_rows() } -> std::convertible_to<c10::IValue>;
+  { constant.sharded_parameters() } -> std::convertible_to<c10::IValue>;
 };
 
 template <class R>

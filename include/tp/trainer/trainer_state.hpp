@@ -4,7 +4,9 @@
 // tp::state_tree (checkpoint/state_tree.hpp), which a checkpoint file holds as torch.save writes it, so
 // that Python's torch.load returns it as plain values:
 //
-//   state_dict              the main tower's parameters and buffers, by name (conv1.weight)
+//   state_dict              the main tower's parameters and buffers, by name (conv1.weight); in
+//                           a parameter-sharded run, but the units' parameters: each process's
+//                           part holds its rows of them (checkpoint/detail/parameter_pieces.hpp)
 //   optimizer_states        every optimizer, in torch.optim's state_dict format when it has a
 //                           Python twin, else {"libtorch": its LibTorch entries} (optim/optimizer_state.hpp);
 //                           in a sharded run its param groups only: each process's part holds
@@ -16,7 +18,8 @@
 //   input                   flow, consumed, datapoints, world_size, batch: the input's position in
 //                           its dataflow and in the pass's global order (resumable inputs)
 //   callbacks               each stateful callback's state, by its key (trainer/callback_set.hpp)
-//   tp                      format (4), optimizer_parts (a sharded run's: how many parts hold
+//   tp                      format (4), sharded_parameters (name -> shape and place in the
+//                           state_dict of each parameter the parts hold), optimizer_parts (a sharded run's: how many parts hold
 //                           the optimizer's per-parameter state) and layout: processes, batches each takes per step (towers x
 //                           micro-batches, also recorded apart), datapoints per batch and
 //                           precision: a run resumed on another layout says what changed, and its
@@ -45,6 +48,7 @@
 #include <tp/optim/optimizer_pieces.hpp>
 #include <tp/optim/optimizer_state.hpp>
 #include <tp/precision.hpp>
+#include <tp/checkpoint/detail/parameter_pieces.hpp>
 #include <tp/checkpoint/state_dict.hpp>
 #include <tp/checkpoint/state_parts.hpp>
 #include <tp/checkpoint/state_tree.hpp>
@@ -60,7 +64,23 @@ template <class Trainer>
 struct trainer_state {
   static state_tree save(Trainer& t) {
     state_tree all;
-    all.put("state_dict", state_dict_of(*t.model_module()));
+    auto weights = state_dict_of(*t.model_module());
+    // A parameter-sharded run's units' parameters are in the parts; here their shapes and places.
+    auto sharded_parameters = state_tree::new_dict();
+    if (const auto shapes = sharded_parameters_of(t); !shapes.empty()) {
+      std::int64_t at = 0;
+      for (const auto& entry : weights) {
+        if (const auto shape = shapes.find(entry.key()); shape != shapes.end()) {
+          state_tree one;
+          one.put("shape", shape->value());
+          one.put("at", at);
+          sharded_parameters.insert(entry.key(), one.dict());
+        }
+        ++at;
+      }
+      for (const auto& entry : sharded_parameters) (void)weights.erase(entry.key());
+    }
+    all.put("state_dict", weights);
     c10::impl::GenericList optimizers(c10::AnyType::get());
     if (in_parts(t)) {
       if constexpr (sharded) optimizers.push_back(t.replicas_.optimizer_options(t.tower_));
@@ -91,18 +111,21 @@ struct trainer_state {
     auto own = all.child("tp");
     own.put("format", checkpoint_format);
     if (in_parts(t)) own.put("optimizer_parts", std::int64_t{t.process_count()});
+    if (!sharded_parameters.empty()) own.put("sharded_parameters", sharded_parameters);
     own.put("layout", layout_of(t).to_dict(towers(t)));
     return all;
   }
 
-  // A sharded run's part on this process: {"pieces": its shard of the optimizer state}. Every
-  // process makes its part, before the chief's save(): sharded parameters are gathered here.
+  // A sharded run's part on this process: {"pieces": its shard of the optimizer state}, and
+  // with sharded parameters {"parameters": its rows of them} (checkpoint/detail/parameter_pieces.hpp).
+  // Every process makes its part, before the chief's save().
   static state_tree save_part(Trainer& t) {
     state_tree part;
     if constexpr (sharded) {
       if (t.state_is_sharded()) {
-        gather_parameters(t);
         part.put("pieces", t.replicas_.optimizer_part());
+        if constexpr (gathers_parameters<typename Trainer::replicas_type>)
+          if (t.replicas_.parameters_are_sharded()) part.put("parameters", t.replicas_.parameter_rows());
         return part;
       }
     }
@@ -129,14 +152,20 @@ struct trainer_state {
     note_layout(t, own, source);
     const auto optimizers = all.items("optimizer_states");
     const bool saved_in_parts = own.contains("optimizer_parts");
-    gather_parameters(t);  // every process loads the same checkpoint: they gather at once
     if (saved_in_parts && !parts)
       throw checkpoint_error(source + " is a sharded run's: its optimizer state is in the parts its processes wrote beside it; load it "
                                       "with tp::load_checkpoint, which reads them, or make it one file with tp-export --whole");
     if (saved_in_parts && optimizers.size() != 1)
       throw checkpoint_error(source + " is a sharded run's but holds " + std::to_string(optimizers.size()) + " optimizers' options, not 1");
+    // A parameter-sharded run's parameters are in its parts: joined whole, as any layout loads them.
+    if (own.contains("sharded_parameters") && !parts)
+      throw checkpoint_error(source + " is a parameter-sharded run's: its parameters are in the parts its processes wrote beside it; "
+                                      "load it with tp::load_checkpoint, which reads them, or make it one file with tp-export --whole");
+    const auto weights = own.contains("sharded_parameters") ? c10::IValue(join_parameters(all.value("state_dict"), own.at("sharded_parameters"), *parts, source))
+                                                            : all.value("state_dict");
+    gather_parameters(t);  // every process loads the same checkpoint: they gather at once
     all_or_nothing(t, [&] {
-      load_state_dict(*t.model_module(), all.value("state_dict"), StateDictOptions(), source);
+      load_state_dict(*t.model_module(), weights, StateDictOptions(), source);
       if (saved_in_parts) {
         load_from_parts(t, optimizers[0], *parts, source);
         load_rest(t, all);
@@ -231,6 +260,12 @@ struct trainer_state {
   // Makes the model whole where its parameters are sharded between steps (every process at once).
   static void gather_parameters(Trainer& t) {
     if constexpr (gathers_parameters<typename Trainer::replicas_type>) t.replicas_.gather_parameters();
+  }
+
+  // The parameters this run's processes hold in rows (name -> shape): its parts hold them.
+  static c10::impl::GenericDict sharded_parameters_of(const Trainer& t) {
+    if constexpr (gathers_parameters<typename Trainer::replicas_type>) return t.replicas_.sharded_parameters();
+    else return state_tree::new_dict();
   }
 
   // Whether this run's checkpoints hold the optimizer state in parts.

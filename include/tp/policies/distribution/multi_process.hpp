@@ -54,6 +54,7 @@
 #include <tp/batch.hpp>
 #include <tp/concepts/tower.hpp>
 #include <tp/checkpoint/state_dict.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/policies/distribution/detail/micro_batches.hpp>
 #include <tp/policies/distribution/detail/overlapping_reducer.hpp>
 #include <tp/policies/distribution/detail/parameter_units.hpp>
@@ -308,6 +309,10 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     }
     // Whether the units' parameters are sharded: empty between steps, but after gather_parameters().
     bool parameters_are_sharded() const noexcept { return units_ != nullptr; }
+    // What a checkpoint holds of them (checkpoint/detail/parameter_pieces.hpp): this rank's rows, as
+    // pieces, in its part; the sharded parameters' names and shapes in rank 0's file.
+    c10::impl::GenericList parameter_rows() const { return units_ ? units_->saved_rows() : c10::impl::GenericList(c10::AnyType::get()); }
+    c10::impl::GenericDict sharded_parameters() const { return units_ ? units_->sharded_shapes() : state_tree::new_dict(); }
     // With tp::sharding::parameters: the bytes of this rank's rows of the units, and the most
     // bytes of whole units' parameters at once since training started (0 otherwise).
     std::int64_t parameter_shard_bytes() const { return units_ ? units_->shard_bytes() : 0; }

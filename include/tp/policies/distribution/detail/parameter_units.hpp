@@ -44,6 +44,8 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <tp/checkpoint/detail/parameter_pieces.hpp>
+#include <tp/checkpoint/state_tree.hpp>
 #include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/policies/distribution/detail/gradient_buckets.hpp>
 #include <tp/policies/distribution/detail/unit_runtime.hpp>
@@ -89,6 +91,7 @@ class parameter_units final : public unit_runtime {
       u.members.parameters.push_back(i);
       u.members.sizes.push_back(named[i].value().numel());
       u.parameters.push_back(named[i].value());
+      u.names.push_back(named[i].key());
       u.shapes.push_back(named[i].value().sizes().vec());
       unit_of_[i] = under[i];
     }
@@ -201,6 +204,36 @@ class parameter_units final : public unit_runtime {
     if (pinned) peak_bytes_ = live_bytes_;  // the peak counts from here: training's, not the whole model's
   }
 
+  // What a checkpoint holds of the units (checkpoint/detail/parameter_pieces.hpp): this rank's row of
+  // each, as pieces of the parameters it crosses (copies: the row goes on changing), and the
+  // names and shapes of every sharded parameter.
+  c10::impl::GenericList saved_rows() const {
+    torch::NoGradGuard no_grad;
+    c10::impl::GenericList pieces(c10::AnyType::get());
+    for (const auto& u : units_) {
+      if (u.parameters.empty()) continue;
+      // Pinned, the whole parameters are the truth (they may have been loaded): the row is theirs.
+      const auto row = u.now == state::pinned ? u.full.narrow(0, rank_ * u.row, u.row) : u.shard;
+      const std::int64_t begin = rank_ * u.row, end = std::min(begin + u.row, u.numel);
+      std::int64_t start = 0;  // of parameter j in the unit
+      for (std::size_t j = 0; j < u.parameters.size(); start += u.members.sizes[j], ++j) {
+        const auto from = std::max(begin, start), to = std::min(end, start + u.members.sizes[j]);
+        if (from < to) pieces.push_back(parameter_piece(u.names[j], from - start, row.narrow(0, from - begin, to - from).clone()));
+      }
+    }
+    return pieces;
+  }
+  c10::impl::GenericDict sharded_shapes() const {
+    auto shapes = state_tree::new_dict();
+    for (const auto& u : units_)
+      for (std::size_t j = 0; j < u.parameters.size(); ++j) {
+        c10::impl::GenericList shape(c10::AnyType::get());
+        for (const auto d : u.shapes[j]) shape.push_back(d);
+        shapes.insert(u.names[j], shape);
+      }
+    return shapes;
+  }
+
   // The most bytes of whole units' buffers there were at once since training started.
   std::int64_t peak_bytes() const noexcept { return peak_bytes_; }
   // This rank's rows, in bytes; the all-gathers made so far, and the bytes of its rows in them.
@@ -238,6 +271,7 @@ class parameter_units final : public unit_runtime {
     std::string name;
     bucket members;                      // its parameters (indices into the model's) and their sizes
     std::vector<torch::Tensor> parameters;
+    std::vector<std::string> names;                 // theirs in the model
     std::vector<std::vector<std::int64_t>> shapes;  // theirs when whole
     std::int64_t numel = 0, row = 0;     // elements, and each rank's row of them (the last padded)
     torch::Tensor shard;                 // this rank's row: the truth
