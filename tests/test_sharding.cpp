@@ -458,6 +458,54 @@ TEST(ParameterSharding, WeightEMAIsRefusedNamingTheSharding) {
   EXPECT_EQ(rank.output.find("step 1\n"), std::string::npos) << "it trained";
 }
 
+// Built sharded, each unit keeps its row as soon as it is built: no rank holds more than one
+// unit whole while the model is made (the largest: 32x32 + 32 floats), and the model is the one
+// a run that builds it whole starts from (rank 0's): the same bits after training, on 2 and 4
+// ranks, and its checkpoint resumes as any other.
+TEST(ParameterSharding, BuiltShardedItIsTheWholeBuiltModelAndNoRankHoldsItWhole) {
+  TempDir dir("shard_parameters_built");
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    const std::vector<std::string> flags{"--steps", "20", "--optimizer", "adam", "--clip", "0.5", "--shard", "parameters", "--units", "1", "--depth", "2"};
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), flags.begin(), flags.end());
+      return more;
+    };
+    const auto whole = dir.path / ("whole" + std::to_string(world)), built = dir.path / ("built" + std::to_string(world));
+    run_ranks(world, with({"--out", whole.string()}));
+    const auto ranks = run_ranks(world, with({"--build-sharded", "1", "--out", built.string()}));
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(number_after(ranks[r].output, "built 4 units sharded, at most "), (32 * 32 + 32) * 4) << ranks[r].output;
+      EXPECT_EQ(bytes(fs::path(built.string() + "." + std::to_string(r))), bytes(fs::path(whole.string() + "." + std::to_string(r))));
+    }
+  }
+  const auto logdir = (dir.path / "ckpt").string();
+  const std::vector<std::string> resume{"--optimizer", "adam", "--shard", "parameters", "--units", "1", "--build-sharded", "1", "--save-every", "4", "--logdir", logdir};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), resume.begin(), resume.end());
+    return more;
+  };
+  run_ranks(2, with({"--steps", "12", "--out", (dir.path / "first").string()}));
+  const auto resumed = run_ranks(2, with({"--steps", "20", "--out", (dir.path / "again").string()}));
+  EXPECT_NE(resumed[0].output.find("resumed from"), std::string::npos) << resumed[0].output;
+  run_ranks(2, with({"--steps", "20", "--logdir", (dir.path / "straight").string(), "--out", (dir.path / "straight").string()}));
+  EXPECT_EQ(bytes(dir.path / "again.0"), bytes(dir.path / "straight.0")) << "resumed built sharded: the bits of the run never stopped";
+}
+
+// What building sharded cannot do is refused, saying what to do instead: a model that writes to
+// its units after building them (an initialisation over the whole model), ranks that build
+// different units, and build_sharded without sharded parameters.
+TEST(ParameterSharding, BuiltShardedAModelThatWritesToItsUnitsLaterIsRefused) {
+  TempDir dir("shard_parameters_built_bad");
+  auto rank = fails(2, {"--shard", "parameters", "--units", "1", "--build-sharded", "1", "--init-after", "1", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("the model wrote to 0.weight after its unit was built sharded"), std::string::npos) << rank.output;
+  EXPECT_NE(rank.output.find("Initialise a block's parameters in its own constructor"), std::string::npos) << rank.output;
+  rank = fails(2, {"--shard", "parameters", "--units", "1", "--build-sharded", "1", "--narrow-rank", "1", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("the ranks built unit number 0 with different sizes"), std::string::npos) << rank.output;
+  rank = fails(2, {"--shard", "gradients", "--units", "1", "--build-sharded", "1", "--out", (dir.path / "w").string()});
+  EXPECT_NE(rank.output.find("build_sharded() builds the units of .shard(tp::sharding::parameters)"), std::string::npos) << rank.output;
+}
+
 TEST(ParameterSharding, AModelWithoutUnitsOrWithAUnitInsideAnotherIsRefused) {
   TempDir dir("shard_parameters_units");
   auto rank = fails(2, {"--shard", "parameters", "--out", (dir.path / "w").string()});

@@ -72,10 +72,15 @@ std::string optimizer_summary(Replicas& replicas) {
 
 #if TP_DEFINE_COMPILED_PART
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <ostream>
 #include <sstream>
 #include <streambuf>
+
+#include <c10/util/accumulate.h>
+
+#include <tp/policies/distribution/detail/unit_runtime.hpp>
 
 namespace tp {
 
@@ -122,13 +127,22 @@ TP_DECL std::int64_t archived_bytes(const std::function<void(torch::serialize::O
 }  // namespace detail
 
 TP_DECL std::vector<module_summary> summarize_modules(const torch::nn::Module& model) {
+  // A unit built sharded (MultiProcess's build_sharded) holds empty parameters: their whole shapes.
+  std::map<const void*, std::vector<std::int64_t>> whole;
+  for (const auto& item : model.named_modules("", /*include_self=*/true))
+    if (const auto* unit = dynamic_cast<const detail::sharded_unit*>(item.value().get()); unit && unit->built()) {
+      const auto mine = item.value()->parameters();
+      for (std::size_t j = 0; j < mine.size() && j < unit->built()->shapes.size(); ++j) whole[mine[j].unsafeGetTensorImpl()] = unit->built()->shapes[j];
+    }
   std::vector<module_summary> rows;
   const auto add = [&](std::string name, const torch::nn::Module& module) {
     module_summary row{.name = std::move(name), .type = module.name(), .shapes = {}};
     for (const auto& p : module.named_parameters(/*recurse=*/false)) {
-      row.shapes.push_back(p.value().sizes().vec());
-      (p.value().requires_grad() ? row.trainable : row.frozen) += p.value().numel();
-      row.bytes += detail::tensor_bytes(p.value());
+      const auto found = whole.find(p.value().unsafeGetTensorImpl());
+      row.shapes.push_back(found == whole.end() ? p.value().sizes().vec() : found->second);
+      const auto numel = c10::multiply_integers(row.shapes.back());
+      (p.value().requires_grad() ? row.trainable : row.frozen) += numel;
+      row.bytes += numel * static_cast<std::int64_t>(p.value().element_size());
     }
     if (!row.shapes.empty()) rows.push_back(std::move(row));
   };

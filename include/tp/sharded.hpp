@@ -84,6 +84,7 @@ class ShardedImpl : public torch::nn::Cloneable<ShardedImpl<Block>>, public deta
       this->register_parameter(item.key(), item.value(), item.value().requires_grad());
     for (const auto& item : block->named_buffers(/*recurse=*/false)) this->register_buffer(item.key(), item.value());
     for (const auto& item : block->named_children()) this->register_module(item.key(), item.value());
+    this->keep_row_if_building(*this);  // a run that builds its model sharded keeps only its row
   }
 };
 

@@ -5,7 +5,7 @@
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients|parameters] [--clip NORM]
-//             [--units 1|3|4] [--recompute 1] [--depth D] [--bf16 1] [--ema 1]
+//             [--units 1|3|4] [--recompute 1] [--depth D] [--bf16 1] [--ema 1] [--build-sharded 1] [--init-after 1]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -30,6 +30,9 @@
 // autocast, and sharded parameters gathered in bf16 (MultiProcess::compress_parameters). With
 // --shard parameters it prints "parameter rows N bytes, whole units at most N bytes" after the
 // first step, and at the end "units gathered N times, N bytes sent". --ema 1: with a WeightEMA.
+// --build-sharded 1: the model is built sharded (MultiProcess::build_sharded); it prints "built
+// N units sharded, at most N bytes whole" at the start. --init-after 1: the model's parameters
+// are initialised again once the whole model is built (what build_sharded refuses).
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -117,11 +120,11 @@ torch::nn::AnyModule layer(int in, int out, int units) {
 }
 
 auto desc(double loss_scale, const std::string& optimizer, const std::string& scripted, int hidden = 32, int units = 0, int depth = 0,
-          bool bf16 = false) {
+          bool bf16 = false, bool init_after = false) {
   auto scaling = tp::LossScaler().growth_interval(3);
   if (loss_scale > 0) scaling.init_scale(loss_scale);
   auto with = [&](auto d) { return loss_scale > 0 ? std::move(d).loss_scaling(scaling) : std::move(d); };
-  return with(tp::model_desc([scripted, hidden, units, depth] {
+  return with(tp::model_desc([scripted, hidden, units, depth, init_after] {
            if (!scripted.empty()) return torch::nn::Sequential(tp::ScriptedModule(scripted));
            torch::manual_seed(5);
            torch::nn::Sequential m;
@@ -133,6 +136,10 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
              m->push_back(torch::nn::Tanh());
            }
            m->push_back(layer(hidden, 1, outer));
+           if (init_after) {
+             torch::NoGradGuard no_grad;
+             for (auto& p : m->parameters()) p.normal_(0.0, 0.1);
+           }
            return m;
          })
       .tower_function([](const tp::TowerContext&, torch::nn::Sequential& m, const torch::data::Example<>& b) {
@@ -208,6 +215,7 @@ int main(int argc, char** argv) try {
   const int units = get("--recompute", "0") == "1" ? 2 : std::stoi(get("--units", "0"));
   const bool bf16 = get("--bf16", "0") == "1";
   if (bf16) distribution.compress_parameters(torch::kBFloat16);
+  if (get("--build-sharded", "0") == "1") distribution.build_sharded();
   if (flags.count("--clip")) distribution.gradients(tp::GradientProcessing().clip_global_norm(std::stod(flags["--clip"])));
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
@@ -216,8 +224,11 @@ int main(int argc, char** argv) try {
   const std::string logdir = get("--logdir", "");
   auto train = [&](auto... saver) {
     const int hidden = get("--narrow-rank", "-1") == std::to_string(env.rank) ? 16 : std::stoi(get("--hidden", "32"));
-    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden, units, std::stoi(get("--depth", "0")), bf16), std::move(distribution), options,
+    tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden, units, std::stoi(get("--depth", "0")), bf16, get("--init-after", "0") == "1"), std::move(distribution), options,
                         step, std::move(saver)...);
+    if (trainer.replicas().units_built_sharded() > 0)
+      std::printf("built %lld units sharded, at most %lld bytes whole\n", static_cast<long long>(trainer.replicas().units_built_sharded()),
+                  static_cast<long long>(trainer.replicas().largest_unit_built_bytes()));
     if (const auto outcome = trainer.train(); outcome.interrupted()) {
       std::printf("interrupted at global step %lld\n", static_cast<long long>(outcome.global_step));
       return outcome.exit_status();

@@ -25,13 +25,14 @@
 //                            optimizer state may be spread over the processes (MultiProcess with
 //                            .shard(): each holds a shard, and writes it as its part of a
 //                            checkpoint, optim/optimizer_pieces.hpp)
-//   gathers_parameters       gather_parameters(), parameters_are_sharded(), parameter_rows() and
-//                            sharded_parameters(): the parameters may be spread over the processes
-//                            between steps (MultiProcess with .shard(tp::sharding::parameters));
-//                            every process calls gather_parameters() at once, and the model is
-//                            whole until the next step (what loading a checkpoint needs); a
-//                            checkpoint saves each process's rows in its part
-//                            (checkpoint/detail/parameter_pieces.hpp)
+//   gathers_parameters       gather_parameters(), parameters_are_sharded(), parameter_rows(),
+//                            sharded_parameters() and load_sharded_parameters(weights): the
+//                            parameters may be spread over the processes between steps
+//                            (MultiProcess with .shard(tp::sharding::parameters)); every process
+//                            calls gather_parameters() at once, and the model is whole until the
+//                            next step; a checkpoint saves each process's rows in its part
+//                            (checkpoint/detail/parameter_pieces.hpp), and each process loads
+//                            its rows, with no collective
 //   synced_at_start          start(): called once training starts, after a resume too, to bring
 //                            every tower to the main one (Replicated, ParameterServer)
 //   counts_batches           batches_per_step(): how many batches the default step takes from the
@@ -111,6 +112,7 @@ concept gathers_parameters = requires(R& r, const R& constant) {
   { constant.parameters_are_sharded() } -> std::convertible_to<bool>;
   { constant.parameter_rows() } -> std::convertible_to<c10::IValue>;
   { constant.sharded_parameters() } -> std::convertible_to<c10::IValue>;
+  r.load_sharded_parameters(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
 };
 
 template <class R>

@@ -29,8 +29,10 @@
 // A state that does not fit throws checkpoint_error, and leaves the model, the optimizers and
 // the loop as they were (all_or_nothing). Multi-tower policies bring the other towers back to
 // the main one when training starts.
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,12 +165,12 @@ struct trainer_state {
                                       "load it with tp::load_checkpoint, which reads them, or make it one file with tp-export --whole");
     const auto weights = own.contains("sharded_parameters") ? c10::IValue(join_parameters(all.value("state_dict"), own.at("sharded_parameters"), *parts, source))
                                                             : all.value("state_dict");
-    gather_parameters(t);  // every process loads the same checkpoint: they gather at once
     all_or_nothing(t, [&] {
-      load_state_dict(*t.model_module(), weights, StateDictOptions(), source);
+      const auto take_rows = load_weights(t, weights, source);
       if (saved_in_parts) {
         load_from_parts(t, optimizers[0], *parts, source);
         load_rest(t, all);
+        take_rows();
         return;
       }
       std::size_t count = 0;
@@ -183,6 +185,7 @@ struct trainer_state {
         throw checkpoint_error("the checkpoint holds " + std::to_string(optimizers.size()) + " optimizers but this trainer has " +
                                std::to_string(count));
       load_rest(t, all);
+      take_rows();
     });
   }
 
@@ -257,9 +260,44 @@ struct trainer_state {
     t.options_.starting_epoch(t.resume_.epoch);
   }
 
-  // Makes the model whole where its parameters are sharded between steps (every process at once).
-  static void gather_parameters(Trainer& t) {
-    if constexpr (gathers_parameters<typename Trainer::replicas_type>) t.replicas_.gather_parameters();
+  // Loads the model's weights. In a parameter-sharded run the units' parameters are each
+  // process's rows, which it takes from the whole tensors without a collective (processes load
+  // at different moments: the chief first, to choose the checkpoint). That comes last, from what
+  // this returns: all_or_nothing cannot give rows back, and with the shapes checked here it
+  // cannot fail.
+  static std::function<void()> load_weights(Trainer& t, const c10::IValue& weights, const std::string& source) {
+    const auto sharded = sharded_parameters_of(t);
+    if (sharded.empty() || !weights.isGenericDict()) {
+      load_state_dict(*t.model_module(), weights, StateDictOptions(), source);
+      return [] {};
+    }
+    const auto whole = weights.toGenericDict();
+    auto rest = whole.copy();
+    const state_tree shapes(sharded, "");
+    std::vector<std::string> missing, differ;
+    for (const auto& name : shapes.keys()) {
+      const auto found = whole.find(name);
+      if (found == whole.end()) missing.push_back(name);
+      else if (!found->value().isTensor() || found->value().toTensor().sizes().vec() != shapes.integers(name))
+        differ.push_back(name + " is " + state_tree::describe(found->value()) + " in the file but " + c10::str(c10::IntArrayRef(shapes.integers(name))) + " here");
+      (void)rest.erase(name);
+    }
+    auto report = load_state_dict(*t.model_module(), rest, StateDictOptions().strict(false), source);
+    std::erase_if(report.missing_keys, [&](const std::string& name) { return sharded.contains(name); });
+    const auto listed = [](const std::string& what, const std::vector<std::string>& names) {
+      std::string text;
+      for (std::size_t i = 0; i < names.size() && i < 8; ++i) text += (i ? ", " : " " + what + ": ") + names[i];
+      if (names.size() > 8) text += " and " + std::to_string(names.size() - 8) + " more";
+      return names.empty() ? text : text + ";";
+    };
+    missing.insert(missing.end(), report.missing_keys.begin(), report.missing_keys.end());
+    const auto problems = listed("shapes that differ", differ) + listed("missing keys", missing) + listed("unexpected keys", report.unexpected_keys);
+    if (!problems.empty())
+      throw checkpoint_error(source + " does not fit this model:" + problems +
+                             " build the module as the one that saved it (its names are LibTorch's register_module names)");
+    return [&t, whole] {
+      if constexpr (gathers_parameters<typename Trainer::replicas_type>) t.replicas_.load_sharded_parameters(whole);
+    };
   }
 
   // The parameters this run's processes hold in rows (name -> shape): its parts hold them.

@@ -101,6 +101,20 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     prefetch_ = on;
     return *this;
   }
+  // With .shard(tp::sharding::parameters): build the model sharded (off by default). Each unit
+  // keeps this rank's row of rank 0's values as soon as it is built (a broadcast per unit while
+  // the tower's make_model runs), so no rank holds more than one unit whole beyond its rows and
+  // the parameters outside units: a model whose whole weights do not fit one rank can be made.
+  // The model equals the one a run that builds it whole starts from. Its contract (FSDP's meta-
+  // device initialisation has the same): a unit's parameters are initialised while the unit is
+  // built (in its block's constructor, or before the block is wrapped); the run refuses a model
+  // that writes to them later (an initialisation over the whole model at the end of its
+  // constructor, weights loaded in make_model: load them after the trainer is made, with
+  // trainer.gather_parameters() first).
+  MultiProcess& build_sharded(bool on = true) {
+    build_sharded_ = on;
+    return *this;
+  }
   // With .shard(tp::sharding::parameters): the type units' parameters are gathered in for the
   // steps, torch::kBFloat16 or torch::kHalf (half the bytes; the step computes with the rounded
   // values, as it does under bf16 autocast anyway: FSDP's MixedPrecisionPolicy param_dtype), or
@@ -148,7 +162,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
           timeout_(options.timeout_),
           device_(Backend::device(env_)),
           sharding_(options.sharding_),
-          model_((connect(), tower.make_model())),
+          model_((connect(), make_model(tower, options.build_sharded_))),
           votes_(device_.is_cuda()) {
       (*model_).to(device_);
       (*model_).train();
@@ -313,9 +327,18 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     // pieces, in its part; the sharded parameters' names and shapes in rank 0's file.
     c10::impl::GenericList parameter_rows() const { return units_ ? units_->saved_rows() : c10::impl::GenericList(c10::AnyType::get()); }
     c10::impl::GenericDict sharded_parameters() const { return units_ ? units_->sharded_shapes() : state_tree::new_dict(); }
+    // Loads the units' parameters from a state_dict's whole tensors (sharded_parameters() names
+    // them; their shapes checked by the caller): each rank takes its rows, with no collective.
+    void load_sharded_parameters(const c10::impl::GenericDict& weights) {
+      if (units_) units_->load_whole([&](const std::string& name) { return weights.at(name).toTensor(); });
+    }
     // With tp::sharding::parameters: the bytes of this rank's rows of the units, and the most
     // bytes of whole units' parameters at once since training started (0 otherwise).
     std::int64_t parameter_shard_bytes() const { return units_ ? units_->shard_bytes() : 0; }
+    // With build_sharded(): the units built sharded, and the most bytes of one held whole while
+    // the model was made (0 otherwise).
+    std::int64_t units_built_sharded() const noexcept { return built_units_; }
+    std::int64_t largest_unit_built_bytes() const noexcept { return built_unit_bytes_; }
     std::int64_t peak_whole_unit_bytes() const noexcept { return units_ ? units_->peak_bytes() : 0; }
     // The units' all-gathers so far, and the bytes this rank sent in them.
     std::int64_t unit_gathers() const noexcept { return units_ ? units_->gathers() : 0; }
@@ -465,6 +488,51 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       }
     }
 
+    // The tower's model; built sharded (build_sharded), each unit keeps its row of rank 0's
+    // values once it is built (detail::unit_builder).
+    model_type make_model(Tower& tower, bool build_sharded) {
+      if (!build_sharded) return tower.make_model();
+      if (sharding_ != sharding::parameters)
+        throw std::invalid_argument(who() + "build_sharded() builds the units of .shard(tp::sharding::parameters); this run does not shard "
+                                            "parameters");
+      class row_keeper final : public detail::unit_builder {
+       public:
+        explicit row_keeper(Replicas& r) : r_(r) {}
+        torch::Tensor keep_row(const torch::Tensor& flat) override {
+          const auto n = flat.numel(), k = r_.built_units_;
+          try {
+            // Every rank builds every unit, in the same order: the sizes must agree.
+            auto sizes = torch::tensor({n, -n}, torch::kLong).to(r_.device_);
+            std::vector<torch::Tensor> one{sizes};
+            r_.group_->allreduce(one, c10d::AllreduceOptions{c10d::ReduceOp::MAX})->wait();
+            sizes = sizes.cpu();
+            if (sizes[0].item<std::int64_t>() != n || -sizes[1].item<std::int64_t>() != n)
+              throw std::invalid_argument(r_.who() + "the ranks built unit number " + std::to_string(k) + " with different sizes (" +
+                                          std::to_string(n) + " elements here, " + std::to_string(sizes[0].item<std::int64_t>()) +
+                                          " on another rank): every rank must build the same model");
+            std::vector<torch::Tensor> whole{flat.to(r_.device_)};
+            r_.group_->broadcast(whole)->wait();  // rank 0's values
+            const auto row = (n + r_.env_.world_size - 1) / r_.env_.world_size;
+            const auto begin = std::min<std::int64_t>(n, r_.env_.rank * row), length = std::min(row, n - begin);
+            auto mine = torch::zeros({row}, whole[0].options());
+            if (length > 0) mine.narrow(0, 0, length).copy_(whole[0].narrow(0, begin, length));
+            ++r_.built_units_;
+            r_.built_unit_bytes_ = std::max<std::int64_t>(r_.built_unit_bytes_, static_cast<std::int64_t>(whole[0].nbytes()));
+            return mine;
+          } catch (const std::invalid_argument&) {
+            throw;
+          } catch (const std::exception& e) {
+            throw std::runtime_error(r_.who() + "building unit number " + std::to_string(k) + " sharded failed: " + first_line(e.what()));
+          }
+        }
+
+       private:
+        Replicas& r_;
+      } keeper(*this);
+      const detail::unit_builder::scope building(&keeper);
+      return tower.make_model();
+    }
+
     // Rank 0's optimizer state, serialized, to every rank.
     template <class Optimizer>
     void broadcast_optimizer(Optimizer& optimizer) {
@@ -548,6 +616,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     c10::intrusive_ptr<c10d::Store> store_;
     c10::intrusive_ptr<detail::collective_group> group_;
     sharding sharding_;
+    std::int64_t built_units_ = 0, built_unit_bytes_ = 0;  // build_sharded: units built, the largest's bytes
     model_type model_;
     std::unique_ptr<detail::parameter_units> units_;        // with sharding::parameters; on the heap: the units point at it
     std::unique_ptr<detail::overlapping_reducer> reducer_;  // on the heap: the hooks point at it
@@ -567,6 +636,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
   std::chrono::milliseconds timeout_ = std::chrono::minutes(5);
   bool overlap_ = true;
   bool prefetch_ = true;
+  bool build_sharded_ = false;
   torch::Dtype parameter_wire_ = torch::kFloat;
   torch::Dtype wire_ = torch::kFloat;
   sharding sharding_ = sharding::none;

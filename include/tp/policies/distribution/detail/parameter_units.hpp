@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include <c10/core/StorageImpl.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -86,19 +88,39 @@ class parameter_units final : public unit_runtime {
     units_.resize(found.size());
     for (std::size_t i = 0; i < named.size(); ++i) {
       const auto& all = owners[named[i].value().unsafeGetTensorImpl()];
-      if (under[i] < 0 || all.size() != 1) continue;  // outside every unit, or tied: whole
+      if (under[i] < 0) continue;  // outside every unit: whole
+      const auto& built = found[static_cast<std::size_t>(under[i])].second->built();
+      if (all.size() != 1) {  // tied: whole, unless it was built sharded (its values are gone)
+        if (built)
+          throw std::invalid_argument("tp::MultiProcess: " + named[i].key() + " is built sharded in unit '" + label(found[static_cast<std::size_t>(under[i])].first) +
+                                      "' but the model has it under another name too (tied): a parameter shared beyond its unit stays "
+                                      "whole, so tie it before the unit is built, or build the model whole (build_sharded(false))");
+        continue;
+      }
       auto& u = units_[static_cast<std::size_t>(under[i])];
+      const auto j = u.parameters.size();
+      if (built && (j >= built->shapes.size() || named[i].value()._version() != built->versions[j]))
+        throw std::invalid_argument("tp::MultiProcess: the model wrote to " + named[i].key() + " after its unit was built sharded (an "
+                                    "initialisation over the whole model, or weights loaded while making it): built sharded, each "
+                                    "unit keeps only its row once it is built. Initialise a block's parameters in its own constructor, "
+                                    "load weights after the trainer is made (trainer.gather_parameters(), then load), or build the "
+                                    "model whole (build_sharded(false))");
       u.members.parameters.push_back(i);
-      u.members.sizes.push_back(named[i].value().numel());
+      u.shapes.push_back(built ? built->shapes[j] : named[i].value().sizes().vec());
+      u.members.sizes.push_back(c10::multiply_integers(u.shapes.back()));
       u.parameters.push_back(named[i].value());
       u.names.push_back(named[i].key());
-      u.shapes.push_back(named[i].value().sizes().vec());
       unit_of_[i] = under[i];
     }
     torch::NoGradGuard no_grad;
     for (std::size_t k = 0; k < units_.size(); ++k) {
       auto& u = units_[k];
       u.name = label(found[k].first);
+      const auto& built = found[k].second->built();
+      if (built && u.parameters.size() != built->shapes.size())
+        throw std::invalid_argument("tp::MultiProcess: unit '" + u.name + "' was built sharded with " + std::to_string(built->shapes.size()) +
+                                    " parameters but has " + std::to_string(u.parameters.size()) + " now: build the model whole "
+                                    "(build_sharded(false)) to change a unit after it is built");
       if (u.parameters.empty()) continue;  // nothing of its own to shard: it runs as its block
       for (const auto& p : u.parameters)
         if (p.scalar_type() != u.parameters.front().scalar_type() || p.device() != u.parameters.front().device())
@@ -107,21 +129,36 @@ class parameter_units final : public unit_runtime {
       for (auto n : u.members.sizes) u.numel += n;
       u.row = (u.numel + world_ - 1) / world_;
       const auto options = u.parameters.front().options().requires_grad(false);
-      u.full = torch::zeros({u.row * world_}, options);
-      u.shard = torch::zeros({u.row}, options);
-      std::int64_t offset = 0;
-      for (std::size_t j = 0; j < u.parameters.size(); ++j) {
-        u.full.narrow(0, offset, u.members.sizes[j]).copy_(u.parameters[j].detach().reshape(-1));
-        offset += u.members.sizes[j];
+      if (built) {  // its row kept when it was built (on the device and in the type the model has now); never whole since
+        if (built->row.numel() != u.row)
+          throw std::logic_error("tp::MultiProcess: unit '" + u.name + "' was built with a row of " + std::to_string(built->row.numel()) +
+                                 " elements, not " + std::to_string(u.row));
+        u.shard = built->row.to(options, /*non_blocking=*/false, /*copy=*/true);
+        u.full = torch::empty({0}, options);
+        u.full.unsafeGetTensorImpl()->set_sizes_contiguous({u.row * world_});  // its memory comes with its first gather
+        u.now = state::released;
+      } else {
+        u.full = torch::zeros({u.row * world_}, options);
+        u.shard = torch::zeros({u.row}, options);
+        std::int64_t offset = 0;
+        for (std::size_t j = 0; j < u.parameters.size(); ++j) {
+          u.full.narrow(0, offset, u.members.sizes[j]).copy_(u.parameters[j].detach().reshape(-1));
+          offset += u.members.sizes[j];
+        }
+        show(u);
+        u.now = state::pinned;  // whole, and the parameters are the truth until start() shards them
+        live_bytes_ += bytes(u);
+        peak_bytes_ = std::max(peak_bytes_, live_bytes_);
       }
-      show(u);
-      u.now = state::pinned;  // whole, and the parameters are the truth until start() shards them
-      live_bytes_ += bytes(u);
-      peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-      for (const auto& p : u.parameters) {
+      for (std::size_t j = 0; j < u.parameters.size(); ++j) {
+        auto& p = u.parameters[j];
         if (!p.requires_grad()) continue;
         ++u.trainable;
+        // The accumulator takes the gradient's shape from the parameter as it is now: built
+        // sharded, show it its whole shape (a zero broadcast, no memory) while it is made.
+        if (built) p.set_data(torch::zeros({}, options).expand(u.shapes[j]));
         auto accumulator = torch::autograd::impl::grad_accumulator(p);
+        if (built) p.set_data(torch::empty({0}, options));
         accumulator->add_post_hook(std::make_unique<arrived>(this, k));
         accumulators_.push_back(std::move(accumulator));  // kept alive, or autograd makes one without the hook
       }
@@ -222,6 +259,22 @@ class parameter_units final : public unit_runtime {
       }
     }
     return pieces;
+  }
+  // Takes every unit's values from whole tensors by name (a checkpoint's; their shapes checked
+  // by the caller): this rank's row, and the parameters themselves where the unit is whole
+  // between steps. No collective: each rank takes its own row, whenever it loads.
+  void load_whole(const std::function<torch::Tensor(const std::string&)>& whole_of) {
+    torch::NoGradGuard no_grad;
+    for (auto& u : units_) {
+      const std::int64_t begin = rank_ * u.row, end = std::min(begin + u.row, u.numel);
+      std::int64_t start = 0;
+      for (std::size_t j = 0; j < u.parameters.size(); start += u.members.sizes[j], ++j) {
+        const auto whole = whole_of(u.names[j]).reshape(-1);
+        if (u.now == state::pinned) u.full.narrow(0, start, u.members.sizes[j]).copy_(whole);
+        const auto from = std::max(begin, start), to = std::min(end, start + u.members.sizes[j]);
+        if (from < to) u.shard.narrow(0, from - begin, to - from).copy_(whole.narrow(0, from - start, to - from));
+      }
+    }
   }
   c10::impl::GenericDict sharded_shapes() const {
     auto shapes = state_tree::new_dict();
