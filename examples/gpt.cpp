@@ -22,7 +22,8 @@
 // --init-from DIR starts from DIR/ckpt.pt, one written by nanoGPT included.
 // tp's levers: --precision bf16 (autocast), --recompute (each block's activations recomputed in
 // backward), --threads N (intra-op threads), --shard optimizer|gradients|parameters (under
-// tp-run; parameters: each block's parameters too, tp::Sharded, gathered in bf16 with --precision bf16).
+// tp-run; parameters: each block's parameters too, tp::Sharded, built sharded so that no rank
+// holds the whole model, and gathered in bf16 with --precision bf16).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -276,10 +277,9 @@ struct result {
 template <class Input, class Distribution>
 result train(Input input, Distribution distribution, const flags& f, const gpt::Config& config, const token_data& data,
                         const tp::process_environment& env, std::optional<std::filesystem::path> init) {
-  auto desc = tp::model_desc([config, init, recompute = f.recompute] {
+  auto desc = tp::model_desc([config, recompute = f.recompute] {
                 gpt::GPT model(config);
                 model->recompute = recompute;
-                if (init) gpt::load_nanogpt_weights(model, *init);
                 return model;
               })
                   .tower_function([](const tp::TowerContext&, gpt::GPT& model, const torch::data::Example<>& b) {
@@ -310,6 +310,10 @@ result train(Input input, Distribution distribution, const flags& f, const gpt::
                       evaluation(tp::data::TokenFile(data.val, config.vocab_size), f, env, "val"),
                       NanoGptCheckpoint(f.out_dir, config, settings), tp::JSONWriter(f.out_dir),
                       tp::ModelSaver(f.out_dir).keep_last(3), tp::MinSaver(f.out_dir, "val_loss"));
+  if (init) {  // after the trainer is made: a model built sharded is whole only once gathered (every rank)
+    trainer.gather_parameters();
+    gpt::load_nanogpt_weights(trainer.model(), *init);
+  }
   if (trainer.is_chief())
     std::cout << "number of parameters: " << std::fixed << std::setprecision(2) << static_cast<double>(trainer.model()->parameter_count()) / 1e6
               << "M" << std::defaultfloat << std::endl;
@@ -399,11 +403,11 @@ int main(int argc, char** argv) try {
   if (env.world_size > 1) {
 #ifdef TP_WITH_CUDA
     if (cuda) {
-      auto policy = with_update(tp::MultiProcess<tp::backend::NCCL>(env).shard(shard), f, micro_batches);
+      auto policy = with_update(tp::MultiProcess<tp::backend::NCCL>(env).shard(shard).build_sharded(shard == tp::sharding::parameters), f, micro_batches);
       outcome = train(tp::StagingInput(std::move(windows), tp::backend::NCCL::device(env)), std::move(policy), f, config, data, env, init);
     }
 #endif
-    if (!cuda) outcome = train(std::move(windows), with_update(tp::MultiProcess<tp::backend::Gloo>(env).shard(shard), f, micro_batches), f, config, data, env, init);
+    if (!cuda) outcome = train(std::move(windows), with_update(tp::MultiProcess<tp::backend::Gloo>(env).shard(shard).build_sharded(shard == tp::sharding::parameters), f, micro_batches), f, config, data, env, init);
   } else if (cuda) {
     const torch::Device gpu(torch::kCUDA, 0);
     outcome = train(tp::StagingInput(std::move(windows), gpu), with_update(tp::SingleDevice(gpu), f, micro_batches), f, config, data, env, init);

@@ -104,6 +104,17 @@ struct MLPImpl : torch::nn::Module {
 };
 TORCH_MODULE(MLP);
 
+// nanoGPT's initialisation of one parameter (its name relative to a block or to the model):
+// N(0, 0.02) for the Linear and Embedding weights, zero biases, LayerNorms at 1 and 0, and
+// N(0, 0.02 / sqrt(2 n_layer)) for the projections into the residual stream.
+inline void initialise(const std::string& name, torch::Tensor& t, const Config& c) {
+  torch::NoGradGuard no_grad;
+  if (name.ends_with("c_proj.weight")) t.normal_(0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
+  else if (name.starts_with("ln_") || name.find(".ln_") != std::string::npos) name.ends_with("weight") ? t.fill_(1.0) : t.zero_();
+  else if (name.ends_with("bias")) t.zero_();
+  else t.normal_(0.0, 0.02);
+}
+
 struct BlockImpl : torch::nn::Module {
   LayerNorm ln_1, ln_2;
   CausalSelfAttention attn;
@@ -115,6 +126,9 @@ struct BlockImpl : torch::nn::Module {
         mlp(nullptr) {
     ln_2 = register_module("ln_2", LayerNorm(c.n_embd, c.bias));  // nanoGPT's order: ln_1, attn, ln_2, mlp
     mlp = register_module("mlp", MLP(c));
+    // Initialised here, in the block: a run that builds the model sharded (MultiProcess's
+    // build_sharded) keeps only its row of the block once it is built.
+    for (auto& p : named_parameters()) initialise(p.key(), p.value(), c);
   }
   torch::Tensor forward(torch::Tensor x) {
     x = x + attn(ln_1(x));
@@ -148,17 +162,9 @@ struct GPTImpl : torch::nn::Module {
   bool recompute = false;  // each block's activations recomputed in backward (tp::recompute)
 
   explicit GPTImpl(const Config& c) : config((c.check(), c)), transformer(register_module("transformer", Transformer(c))) {
-    // nanoGPT's initialisation: N(0, 0.02) for the Linear and Embedding weights, zero biases, and
-    // N(0, 0.02 / sqrt(2 n_layer)) for the projections into the residual stream.
-    torch::NoGradGuard no_grad;
-    for (auto& p : named_parameters()) {
-      const auto& name = p.key();
-      auto& t = p.value();
-      if (name.ends_with("c_proj.weight")) t.normal_(0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
-      else if (name.find(".ln_") != std::string::npos) name.ends_with("weight") ? t.fill_(1.0) : t.zero_();
-      else if (name.ends_with("bias")) t.zero_();
-      else t.normal_(0.0, 0.02);
-    }
+    // The parameters outside the blocks (the blocks initialise their own).
+    for (auto& p : named_parameters())
+      if (!p.key().starts_with("transformer.h.")) initialise(p.key(), p.value(), c);
   }
 
   // Logits [B, T, vocab_size] for token ids [B, T] (T <= block_size).
@@ -177,11 +183,7 @@ struct GPTImpl : torch::nn::Module {
   }
 
   // Parameters without the position embedding, as nanoGPT counts them.
-  std::int64_t parameter_count() const {
-    std::int64_t n = 0;
-    for (const auto& p : parameters()) n += p.numel();
-    return n - transformer->wpe->weight.numel();
-  }
+  std::int64_t parameter_count() const { return tp::whole_parameter_count(*this) - transformer->wpe->weight.numel(); }
 };
 TORCH_MODULE(GPT);
 

@@ -26,11 +26,16 @@
 //   after MultiProcess's gather_parameters() (checkpoints do it for you). A forward between
 //   steps (evaluation) gathers and releases as in training.
 // - Clones (Cloneable) are plain blocks until a run attaches to them.
+// - Built sharded (MultiProcess's build_sharded), the unit keeps its row as soon as the block is
+//   built, and its parameters are empty from then on: initialise the block's parameters in its
+//   constructor (or before wrapping it). whole_parameter_count() counts them whole.
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <type_traits>
 #include <utility>
 
+#include <c10/util/accumulate.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -94,5 +99,16 @@ class Sharded : public torch::nn::ModuleHolder<ShardedImpl<Block>> {
   using torch::nn::ModuleHolder<ShardedImpl<Block>>::ModuleHolder;
   using Impl = ShardedImpl<Block>;
 };
+
+// How many elements a model's parameters have when whole: a unit built sharded holds empty
+// parameters (MultiProcess's build_sharded), counted here by their whole shapes.
+inline std::int64_t whole_parameter_count(const torch::nn::Module& model) {
+  std::int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  for (const auto& item : model.named_modules("", /*include_self=*/true))
+    if (const auto* unit = dynamic_cast<const detail::sharded_unit*>(item.value().get()); unit && unit->built())
+      for (const auto& shape : unit->built()->shapes) n += c10::multiply_integers(shape);
+  return n;
+}
 
 }  // namespace tp

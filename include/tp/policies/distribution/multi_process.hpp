@@ -166,7 +166,10 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
           votes_(device_.is_cuda()) {
       (*model_).to(device_);
       (*model_).train();
-      this->add_optimizer(tower, model_);
+      {
+        const detail::whole_shaped shapes(*model_);  // built sharded: the optimizer groups parameters by their whole shapes
+        this->add_optimizer(tower, model_);
+      }
       if (this->update_.gradients().active()) this->names_ = detail::parameter_names(model_);
       const bool to_owners = sharding_ == sharding::gradients || sharding_ == sharding::parameters;
       std::vector<detail::bucket> layout;
@@ -397,7 +400,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     // Sharded: the groups' options (rank 0 writes them), this rank's part, and the pieces rank r's
     // part holds (what a manifest lists).
     c10::IValue optimizer_options(Tower& tower) {
-      if constexpr (detail::replicas_base<Tower>::has_optimizer) return sharded_->options([&] { return tower.make_optimizer(model_); });
+      if constexpr (detail::replicas_base<Tower>::has_optimizer) return sharded_->options([&] { return fresh_optimizer(tower); });
       else return c10::IValue();
     }
     c10::impl::GenericList optimizer_part() {
@@ -414,7 +417,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     template <class Load>
     void load_checkpoint_optimizer(Tower& tower, Load&& load) {
       if constexpr (detail::replicas_base<Tower>::has_optimizer) {
-        if (sharded_) sharded_->load_whole([&] { return tower.make_optimizer(model_); }, load);
+        if (sharded_) sharded_->load_whole([&] { return fresh_optimizer(tower); }, load);
         else load(this->optimizer());
       }
     }
@@ -422,7 +425,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
     void load_checkpoint_parts(Tower& tower, const c10::IValue& options, const state_parts& parts, const std::string& source,
                                Unsharded&& unsharded) {
       if constexpr (detail::replicas_base<Tower>::has_optimizer) {
-        if (sharded_) sharded_->load_pieces([&] { return tower.make_optimizer(model_); }, options, parts, source);
+        if (sharded_) sharded_->load_pieces([&] { return fresh_optimizer(tower); }, options, parts, source);
         else unsharded(this->optimizer());
       }
     }
@@ -486,6 +489,14 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       } catch (const std::exception& e) {
         throw std::runtime_error(who() + "cannot connect the " + std::string(Backend::name) + " process group: " + first_line(e.what()));
       }
+    }
+
+    // A new optimizer over the model (what a checkpoint's optimizer state is read into and
+    // written from): its param groups see the sharded parameters' whole shapes.
+    auto fresh_optimizer(Tower& tower) {
+      if (!units_) return tower.make_optimizer(model_);
+      const auto shapes = units_->whole_shaped();
+      return tower.make_optimizer(model_);
     }
 
     // The tower's model; built sharded (build_sharded), each unit keeps its row of rank 0's

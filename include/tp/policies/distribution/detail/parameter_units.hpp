@@ -276,6 +276,29 @@ class parameter_units final : public unit_runtime {
       }
     }
   }
+  // While the returned object lives, every released unit's parameters have their whole shapes
+  // (a zero broadcast: no memory), for what reads shapes only: an optimizer made afresh groups
+  // its parameters by dimension (tp::optim::weight_decay_groups).
+  auto whole_shaped() {
+    struct scope {
+      parameter_units* units;
+      std::vector<std::size_t> shaped;
+      ~scope() {
+        torch::NoGradGuard no_grad;
+        for (const auto k : shaped)
+          for (auto& p : units->units_[k].parameters) p.set_data(torch::empty({0}, units->units_[k].full.options()));
+      }
+    };
+    scope s{this, {}};
+    torch::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < units_.size(); ++k) {
+      auto& u = units_[k];
+      if (u.now != state::released || u.parameters.empty()) continue;
+      s.shaped.push_back(k);
+      for (std::size_t j = 0; j < u.parameters.size(); ++j) u.parameters[j].set_data(torch::zeros({}, u.full.options()).expand(u.shapes[j]));
+    }
+    return s;
+  }
   c10::impl::GenericDict sharded_shapes() const {
     auto shapes = state_tree::new_dict();
     for (const auto& u : units_)

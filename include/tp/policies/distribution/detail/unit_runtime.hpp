@@ -5,6 +5,7 @@
 // build_sharded()), what keeps each unit's row as soon as the unit is built.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -66,6 +67,17 @@ class sharded_unit {
     std::vector<std::int64_t> versions;
   };
   const std::optional<built_row>& built() const noexcept { return built_; }
+  // Built sharded, the unit `self`'s parameters take their whole shapes (`whole`: a zero
+  // broadcast, no memory; for what reads shapes only) or become empty again.
+  void shape_parameters(torch::nn::Module& self, bool whole) const {
+    if (!built_) return;
+    torch::NoGradGuard no_grad;
+    auto parameters = self.parameters();
+    for (std::size_t j = 0; j < parameters.size() && j < built_->shapes.size(); ++j) {
+      const auto options = parameters[j].options().requires_grad(false);
+      parameters[j].set_data(whole ? torch::zeros({}, options).expand(built_->shapes[j]) : torch::empty({0}, options));
+    }
+  }
   // The shape a parameter of the unit has when whole (the one it has, unless built sharded).
   std::vector<std::int64_t> whole_shape(const torch::Tensor& parameter, const torch::nn::Module& self) const {
     if (built_) {
@@ -102,6 +114,28 @@ class sharded_unit {
   unit_runtime* runtime_ = nullptr;
   std::size_t index_ = 0;
   std::optional<built_row> built_;
+};
+
+// While it lives, the parameters of `model`'s units built sharded have their whole shapes
+// (sharded_unit::shape_parameters): what an optimizer's param groups are made from (weight
+// decay by dimension, tp::optim::weight_decay_groups).
+class whole_shaped {
+ public:
+  explicit whole_shaped(torch::nn::Module& model) {
+    for (const auto& item : model.named_modules("", /*include_self=*/true))
+      if (auto* unit = dynamic_cast<sharded_unit*>(item.value().get()); unit && unit->built()) {
+        unit->shape_parameters(*item.value(), true);
+        units_.emplace_back(unit, item.value());
+      }
+  }
+  ~whole_shaped() {
+    for (auto& [unit, module] : units_) unit->shape_parameters(*module, false);
+  }
+  whole_shaped(const whole_shaped&) = delete;
+  whole_shaped& operator=(const whole_shaped&) = delete;
+
+ private:
+  std::vector<std::pair<sharded_unit*, std::shared_ptr<torch::nn::Module>>> units_;
 };
 
 }  // namespace tp::detail
