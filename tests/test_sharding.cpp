@@ -506,6 +506,40 @@ TEST(ParameterSharding, BuiltShardedAModelThatWritesToItsUnitsLaterIsRefused) {
   EXPECT_NE(rank.output.find("build_sharded() builds the units of .shard(tp::sharding::parameters)"), std::string::npos) << rank.output;
 }
 
+// A parameter registered under two names (every hidden layer the same Linear, so shared by two
+// units) is listed once per name by LibTorch, and its optimizer steps it once per name: a
+// sharded run would step it otherwise, so every sharding refuses it, naming both names.
+TEST(ParameterSharding, AParameterRegisteredTwiceIsRefusedByEverySharding) {
+  TempDir dir("shard_parameters_tied");
+  const std::vector<std::string> flags{"--steps", "5", "--units", "5", "--depth", "2", "--out", (dir.path / "w").string()};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), flags.begin(), flags.end());
+    return more;
+  };
+  run_ranks(2, flags);  // unsharded: trains
+  for (const char* shard : {"optimizer", "gradients", "parameters"}) {
+    SCOPED_TRACE(shard);
+    const auto rank = fails(2, with({"--shard", shard}));
+    EXPECT_NE(rank.output.find("the model registers one parameter as both 2.weight and 4.weight"), std::string::npos) << rank.output;
+  }
+  const auto rank = fails(2, with({"--shard", "parameters", "--build-sharded", "1"}));
+  EXPECT_NE(rank.output.find("the model registers one parameter as both"), std::string::npos) << rank.output;
+}
+
+// NumericsWatch checks each rank's rows of the units (empty between steps otherwise) and the
+// ranks agree: a NaN stops every rank after the same step, naming the parameter.
+TEST(ParameterSharding, NumericsWatchChecksEachRanksRows) {
+  TempDir dir("shard_parameters_nan");
+  auto ranks = start_ranks(2, {"--steps", "10", "--shard", "parameters", "--units", "1", "--nan-at", "4", "--out", (dir.path / "w").string()},
+                           tp::free_local_port());
+  for (auto& r : ranks) r.finish();
+  for (auto& r : ranks) {
+    EXPECT_FALSE(r.succeeded());
+    EXPECT_NE(r.output.find("tp::NumericsWatch: the parameter 0.weight (this rank's row of it) holds NaN after step 4"), std::string::npos)
+        << r.output;
+  }
+}
+
 TEST(ParameterSharding, AModelWithoutUnitsOrWithAUnitInsideAnotherIsRefused) {
   TempDir dir("shard_parameters_units");
   auto rank = fails(2, {"--shard", "parameters", "--out", (dir.path / "w").string()});

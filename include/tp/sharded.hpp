@@ -19,9 +19,10 @@
 //   inside another unit is refused when the run starts, naming both.
 // - Its forward returns everything the rest of the model uses of it: backward reaches the unit
 //   through that output (a hook there gathers the parameters again).
-// - A parameter the unit shares with another unit or with the rest of the model (tied
-//   embeddings) is not sharded: it stays whole on every rank, as the parameters outside every
-//   unit do.
+// - A parameter registered under two names (a module shared by two units, or by a unit and the
+//   rest of the model) is refused by every sharding: LibTorch's optimizers step it once per name.
+//   Tie weights by using one module's tensor in another's forward (the GPT example's lm_head
+//   uses its embedding's weight); kept outside units, such a parameter stays whole.
 // - Between steps a sharded unit's parameters are empty tensors (0 elements): read the model
 //   after MultiProcess's gather_parameters() (checkpoints do it for you). A forward between
 //   steps (evaluation) gathers and releases as in training.

@@ -5,7 +5,8 @@
 //             [--timeout-ms T] [--overlap 0|1] [--compress fp32|fp16] [--die-rank R --die-at S] [--stall-rank R --stall-at S]
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients|parameters] [--clip NORM]
-//             [--units 1|3|4] [--recompute 1] [--depth D] [--bf16 1] [--ema 1] [--build-sharded 1] [--init-after 1]
+//             [--units 1|3|4|5] [--recompute 1] [--depth D] [--bf16 1] [--ema 1] [--build-sharded 1] [--init-after 1]
+//             [--nan-at S]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -32,11 +33,14 @@
 // first step, and at the end "units gathered N times, N bytes sent". --ema 1: with a WeightEMA.
 // --build-sharded 1: the model is built sharded (MultiProcess::build_sharded); it prints "built
 // N units sharded, at most N bytes whole" at the start. --init-after 1: the model's parameters
-// are initialised again once the whole model is built (what build_sharded refuses).
+// are initialised again once the whole model is built (what build_sharded refuses). --units 5:
+// each hidden layer a unit, every one of them the same Linear (weights tied across units).
+// --nan-at S: the loss is NaN from step S on, with a tp::NumericsWatch.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -57,6 +61,7 @@ namespace {
 
 // The ids of the examples this process trained on (the target's second column), when --ids.
 std::mutex ids_mutex;
+std::int64_t nan_at = 0, losses = 0;  // --nan-at; the losses computed so far (one a step: no accumulation)
 std::vector<long long> trained_ids;
 
 std::map<std::string, std::string> parse(int argc, char** argv) {
@@ -128,11 +133,13 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
            if (!scripted.empty()) return torch::nn::Sequential(tp::ScriptedModule(scripted));
            torch::manual_seed(5);
            torch::nn::Sequential m;
-           const int outer = units == 4 ? 0 : units;  // --units 4: only the hidden layers are units
+           const int outer = units == 4 || units == 5 ? 0 : units;  // --units 4 and 5: only the hidden layers are units
            m->push_back(layer(6, hidden, outer));
            m->push_back(torch::nn::Tanh());
+           torch::nn::Linear shared(hidden, hidden);  // --units 5: every hidden layer
            for (int i = 0; i < depth; ++i) {
-             m->push_back(layer(hidden, hidden, units == 3 || units == 4 ? 1 : units));
+             if (units == 5) m->push_back(tp::Sharded<torch::nn::Linear>(shared));
+             else m->push_back(layer(hidden, hidden, units == 3 || units == 4 ? 1 : units));
              m->push_back(torch::nn::Tanh());
            }
            m->push_back(layer(hidden, 1, outer));
@@ -148,7 +155,8 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
           const auto ids = b.target.select(1, 1).to(torch::kLong).contiguous();
           trained_ids.insert(trained_ids.end(), ids.data_ptr<std::int64_t>(), ids.data_ptr<std::int64_t>() + ids.numel());
         }
-        return torch::mse_loss(m->forward(b.data), b.target.slice(1, 0, 1));
+        const auto loss = torch::mse_loss(m->forward(b.data), b.target.slice(1, 0, 1));
+        return nan_at > 0 && ++losses >= nan_at ? loss * std::numeric_limits<float>::quiet_NaN() : loss;
       })
       .optimizer([optimizer](torch::nn::Sequential& m) { return make_optimizer(optimizer, m); })
       .precision(bf16 ? tp::precision::bf16_mixed : tp::precision::fp32));
@@ -252,6 +260,8 @@ int main(int argc, char** argv) try {
     return 0;
   };
   if (get("--ema", "0") == "1") return train(tp::WeightEMA(0.9));
+  nan_at = std::stoll(get("--nan-at", "0"));
+  if (nan_at > 0) return train(tp::NumericsWatch());
   if (logdir.empty()) return train();
   return train(tp::ModelSaver(logdir).every_n_steps(std::stoll(get("--save-every", "4"))).keep_last(3));
 } catch (const std::exception& e) {

@@ -8,12 +8,16 @@
 // it goes: a tile is in colour where in = 3 and the mean over `in` otherwise, each tile scaled
 // to [0, 1] on its own so that every filter's pattern shows. The parameter is looked up when
 // training starts: a name the model lacks, or a weight that is not [out, in, kh, kw], stops
-// there with a message that lists the 4-dimensional parameters.
+// there with a message that lists the 4-dimensional parameters, as does a parameter inside a unit
+// of a parameter-sharded run (never whole between steps).
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include <torch/nn/module.h>
 #include <torch/types.h>
+
+#include <tp/policies/distribution/detail/unit_runtime.hpp>
 
 namespace tp {
 
@@ -47,6 +51,14 @@ class FilterImages {
 
   template <class Trainer>
   void before_train(Trainer& trainer) {
+    // A unit's parameters are whole only while it runs (tp::sharding::parameters), and this
+    // callback runs on the chief alone: it cannot gather them.
+    if (trainer.parameters_are_sharded())
+      for (const auto& item : trainer.model_module()->named_modules("", /*include_self=*/false))
+        if (dynamic_cast<const detail::sharded_unit*>(item.value().get()) && parameter_.starts_with(item.key() + "."))
+          throw std::invalid_argument("tp::FilterImages: \"" + parameter_ + "\" is in unit '" + item.key() + "', whose parameters this run "
+                                      "shards (tp::sharding::parameters), so no rank holds it whole between steps; keep the "
+                                      "convolution outside tp::Sharded, or draw it in a run that shards the gradients at most");
     weight(trainer);  // a wrong name stops the run now, not at the end of the first epoch
   }
   template <class Trainer>

@@ -8,10 +8,13 @@
 //
 // It throws tp::numerics_error from after_step: the run ends as on any exception (after_train
 // runs; the on-stop checkpoint is not written, so the last checkpoint is the last good state).
-// One check is one device sync for all the parameters; a bad one is then looked for by name.
+// One check is one device sync for all the parameters; a bad one is then looked for by name. In
+// a parameter-sharded run each rank checks its rows of the units, and the ranks agree (one
+// scalar all-reduce per check).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -38,26 +41,42 @@ class NumericsWatch {
   void after_step(Trainer& trainer) {
     if (trainer.global_step() % every_steps_ != 0) return;
     torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> finite;
-    const auto parameters = trainer.model_module()->named_parameters();
-    for (const auto& p : parameters) {
-      finite.push_back(p.value().isfinite().all());
-      if (gradients_ && p.value().grad().defined()) finite.push_back(p.value().grad().isfinite().all());
+    // What this process holds: the parameters, but of a parameter-sharded run's units only its
+    // rows (the units are empty between steps), whose verdict the processes then agree on.
+    std::vector<std::pair<std::string, torch::Tensor>> held;
+    for (const auto& p : trainer.model_module()->named_parameters()) {
+      held.emplace_back("parameter " + p.key(), p.value());
+      if (gradients_ && p.value().grad().defined()) held.emplace_back("gradient of " + p.key(), p.value().grad());
     }
-    if (finite.empty() || torch::stack(finite).all().item<bool>()) return;
-    for (const auto& p : parameters) {  // which: only once something is wrong
-      const auto bad = [&](const torch::Tensor& t, const char* what) {
-        if (t.isfinite().all().item<bool>()) return;
-        throw numerics_error("tp::NumericsWatch: the " + std::string(what) + p.key() + " holds " + (t.isnan().any().item<bool>() ? "NaN" : "Inf") +
-                             " after step " + std::to_string(trainer.global_step()) +
-                             "; resume from the last checkpoint with a lower learning rate, gradient clipping or loss scaling");
-      };
-      bad(p.value(), "parameter ");
-      if (gradients_ && p.value().grad().defined()) bad(p.value().grad(), "gradient of ");
+    const bool sharded = trainer.parameters_are_sharded();
+    if constexpr (requires { trainer.replicas().parameter_rows(); })
+      if (sharded)
+        for (const auto& item : trainer.replicas().parameter_rows()) {
+          const auto piece = c10::IValue(item).toGenericDict();
+          held.emplace_back("parameter " + piece.at("name").toStringRef() + " (this rank's row of it)", piece.at("value").toTensor());
+        }
+    std::vector<torch::Tensor> finite;
+    for (const auto& entry : held) finite.push_back(entry.second.isfinite().all());
+    const bool fine = finite.empty() || torch::stack(finite).all().item<bool>();
+    if (sharded) {
+      std::vector<double> bad{fine ? 0.0 : 1.0};
+      trainer.sum_across_processes(bad);
+      if (bad[0] == 0) return;
+      if (fine)
+        throw numerics_error("tp::NumericsWatch: another rank's row of a sharded parameter holds NaN or Inf after step " +
+                             std::to_string(trainer.global_step()) + " (its own message names it); " + advice);
+    }
+    if (fine) return;
+    for (const auto& entry : held) {  // which: only once something is wrong
+      const torch::Tensor& t = entry.second;
+      if (!t.isfinite().all().item<bool>())
+        throw numerics_error("tp::NumericsWatch: the " + entry.first + " holds " + (t.isnan().any().item<bool>() ? "NaN" : "Inf") +
+                             " after step " + std::to_string(trainer.global_step()) + "; " + advice);
     }
   }
 
  private:
+  static constexpr const char* advice = "resume from the last checkpoint with a lower learning rate, gradient clipping or loss scaling";
   std::int64_t every_steps_ = 1;
   bool gradients_ = false;
 };

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <cstring>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -171,6 +172,7 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
         this->add_optimizer(tower, model_);
       }
       if (this->update_.gradients().active()) this->names_ = detail::parameter_names(model_);
+      if (sharding_ != sharding::none) refuse_tied_parameters();
       const bool to_owners = sharding_ == sharding::gradients || sharding_ == sharding::parameters;
       std::vector<detail::bucket> layout;
       if (sharding_ == sharding::parameters) {
@@ -497,6 +499,21 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       if (!units_) return tower.make_optimizer(model_);
       const auto shapes = units_->whole_shaped();
       return tower.make_optimizer(model_);
+    }
+
+    // A parameter registered under two names (a module shared by two parents) is listed twice
+    // by LibTorch's parameters(), so its optimizer steps it once per name; a sharded optimizer
+    // keeps each name's piece apart and would step it otherwise: refused, not trained otherwise.
+    void refuse_tied_parameters() const {
+      std::map<const void*, std::string> seen;
+      for (const auto& item : (*model_).named_parameters()) {
+        const auto [at, fresh] = seen.emplace(item.value().unsafeGetTensorImpl(), item.key());
+        if (!fresh)
+          throw std::invalid_argument(who() + "the model registers one parameter as both " + at->second + " and " + item.key() +
+                                      " (a module shared by two parents): LibTorch lists it once per name, so an optimizer steps it once "
+                                      "per name, which a sharded optimizer cannot do alike. Register it once (use the shared tensor in "
+                                      "forward, as the GPT example ties its embedding), or train this model unsharded");
+      }
     }
 
     // The tower's model; built sharded (build_sharded), each unit keeps its row of rank 0's

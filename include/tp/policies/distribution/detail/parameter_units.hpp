@@ -74,29 +74,18 @@ class parameter_units final : public unit_runtime {
         if (a != b && (outer.empty() || inner.starts_with(outer + ".")))
           throw std::invalid_argument("tp::MultiProcess: unit '" + inner + "' is inside unit '" + label(outer) +
                                       "': a parameter is sharded by one unit only; keep tp::Sharded on one of the two");
-    // Each parameter's unit: the one its name is under, if every name it has (a tied parameter
-    // has several) is under that one; else it stays whole.
+    // Each parameter's unit: the one its name is under (a parameter registered under two names
+    // is refused before this: MultiProcess's refuse_tied_parameters).
     const auto named = model.named_parameters();
-    std::map<const void*, std::vector<int>> owners;
     std::vector<int> under(named.size(), -1);
-    for (std::size_t i = 0; i < named.size(); ++i) {
+    for (std::size_t i = 0; i < named.size(); ++i)
       for (std::size_t u = 0; u < found.size(); ++u)
         if (found[u].first.empty() || named[i].key().starts_with(found[u].first + ".")) under[i] = static_cast<int>(u);
-      owners[named[i].value().unsafeGetTensorImpl()].push_back(under[i]);
-    }
     unit_of_.assign(named.size(), -1);
     units_.resize(found.size());
     for (std::size_t i = 0; i < named.size(); ++i) {
-      const auto& all = owners[named[i].value().unsafeGetTensorImpl()];
       if (under[i] < 0) continue;  // outside every unit: whole
       const auto& built = found[static_cast<std::size_t>(under[i])].second->built();
-      if (all.size() != 1) {  // tied: whole, unless it was built sharded (its values are gone)
-        if (built)
-          throw std::invalid_argument("tp::MultiProcess: " + named[i].key() + " is built sharded in unit '" + label(found[static_cast<std::size_t>(under[i])].first) +
-                                      "' but the model has it under another name too (tied): a parameter shared beyond its unit stays "
-                                      "whole, so tie it before the unit is built, or build the model whole (build_sharded(false))");
-        continue;
-      }
       auto& u = units_[static_cast<std::size_t>(under[i])];
       const auto j = u.parameters.size();
       if (built && (j >= built->shapes.size() || named[i].value()._version() != built->versions[j]))
