@@ -129,11 +129,14 @@ TP_DECL std::int64_t archived_bytes(const std::function<void(torch::serialize::O
 TP_DECL std::vector<module_summary> summarize_modules(const torch::nn::Module& model) {
   // A unit built sharded (MultiProcess's build_sharded) holds empty parameters: their whole shapes.
   std::map<const void*, std::vector<std::int64_t>> whole;
-  for (const auto& item : model.named_modules("", /*include_self=*/true))
-    if (const auto* unit = dynamic_cast<const detail::sharded_unit*>(item.value().get()); unit && unit->built()) {
-      const auto mine = item.value()->parameters();
+  const auto note = [&](const torch::nn::Module& module) {
+    if (const auto* unit = dynamic_cast<const detail::sharded_unit*>(&module); unit && unit->built()) {
+      const auto mine = module.parameters();
       for (std::size_t j = 0; j < mine.size() && j < unit->built()->shapes.size(); ++j) whole[mine[j].unsafeGetTensorImpl()] = unit->built()->shapes[j];
     }
+  };
+  note(model);
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) note(*item.value());
   std::vector<module_summary> rows;
   const auto add = [&](std::string name, const torch::nn::Module& module) {
     module_summary row{.name = std::move(name), .type = module.name(), .shapes = {}};

@@ -106,9 +106,12 @@ class Sharded : public torch::nn::ModuleHolder<ShardedImpl<Block>> {
 inline std::int64_t whole_parameter_count(const torch::nn::Module& model) {
   std::int64_t n = 0;
   for (const auto& p : model.parameters()) n += p.numel();
-  for (const auto& item : model.named_modules("", /*include_self=*/true))
-    if (const auto* unit = dynamic_cast<const detail::sharded_unit*>(item.value().get()); unit && unit->built())
+  const auto count = [&](const torch::nn::Module& module) {
+    if (const auto* unit = dynamic_cast<const detail::sharded_unit*>(&module); unit && unit->built())
       for (const auto& shape : unit->built()->shapes) n += c10::multiply_integers(shape);
+  };
+  count(model);  // (the model itself may not be in a shared_ptr, which named_modules would need for it)
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) count(*item.value());
   return n;
 }
 
