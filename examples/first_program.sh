@@ -7,6 +7,7 @@
 set -euo pipefail
 program=$1 logdir=$2
 rm -rf "$logdir"
+mkdir -p "$(dirname "$logdir")"  # a fresh build has no train_log yet
 data=${TP_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 "$program" "$data" "$logdir" 2>&1 | tr '\r' '\n' | grep -v ' it/s' | tee "$logdir.log"
 error=$(sed -n 's/^\[epoch 3\] test_error: //p' "$logdir.log")
