@@ -295,9 +295,8 @@ struct trainer_state {
     if (!problems.empty())
       throw checkpoint_error(source + " does not fit this model:" + problems +
                              " build the module as the one that saved it (its names are LibTorch's register_module names)");
-    return [&t, whole] {
-      if constexpr (gathers_parameters<typename Trainer::replicas_type>) t.replicas_.load_sharded_parameters(whole);
-    };
+    if constexpr (gathers_parameters<typename Trainer::replicas_type>) return [&t, whole] { t.replicas_.load_sharded_parameters(whole); };
+    else return [] {};
   }
 
   // The parameters this run's processes hold in rows (name -> shape): its parts hold them.
