@@ -24,34 +24,8 @@ if(NOT (COMPILER_ID STREQUAL "GNU" AND COMPILER_VERSION VERSION_LESS 13))
   math(EXPR max_lines "2 * ${max_lines}")
 endif()
 
-# With Ninja, the case's compile command is read from the build manifest and run here, so that
-# cases run in parallel (two ninja processes in one build tree would write the same logs); the
-# precompiled header it uses is built with everything else, before the tests. With another
-# generator the case is built as a target, one at a time (RESOURCE_LOCK in CMakeLists.txt).
-if(MAKE_PROGRAM MATCHES "ninja" AND OBJECT)
-  execute_process(COMMAND "${MAKE_PROGRAM}" -C "${BUILD_DIR}" -t commands "${OBJECT}"
-                  RESULT_VARIABLE result OUTPUT_VARIABLE commands ERROR_VARIABLE commands)
-  string(REGEX MATCH "[^\n]+\n?$" command "${commands}")  # the last is the case's own compile
-  if(NOT result EQUAL 0 OR NOT command)
-    message(FATAL_ERROR "cannot read the compile command of ${OBJECT} from the build manifest:\n${commands}")
-  endif()
-  string(STRIP "${command}" command)
-  # Only the diagnostic matters: g++ stops after checking (templates instantiated, no code made),
-  # about 1 s of a case's 14 (7 of them loading the precompiled header), with the same messages.
-  if(COMPILER_ID STREQUAL "GNU")
-    string(APPEND command " -fsyntax-only")
-  endif()
-  execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY "${BUILD_DIR}"
-                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
-else()
-  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${PREREQUISITE}"
-                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "${PREREQUISITE}, which the case builds on, did not build:\n${out}")
-  endif()
-  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}"
-                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE out)
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../compile_object.cmake)
+compile_object(result out)
 if(result EQUAL 0)
   message(FATAL_ERROR "${SOURCE} compiled, but it breaks a tp rule and must not")
 endif()
