@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Writes every ```cpp block of the given Markdown pages into one C++ translation unit, so that
-the test docs.snippets compiles them against the headers and a snippet cannot drift from them.
+"""Writes every ```cpp block of the given Markdown pages into C++ translation units, so that the
+test docs.snippets compiles them against the headers and a snippet cannot drift from them.
 
-    doc_snippets.py --out snippets.cpp README.md docs/guide/*.md
+    doc_snippets.py --out snippets.cpp README.md docs/guide/*.md    (prints the programs' units)
 
-A block with `int main(` is a whole program: its #include lines go to the top of the unit and
-the rest into a namespace of its own (a function named main in a namespace is an ordinary one).
-Any other block is a fragment, and the line just above its fence must say how to compile it:
+A block with `int main(` is a whole program, and a unit of its own: it must compile with the
+includes it shows (and the precompiled LibTorch the compile command forces in). Any other block
+is a fragment; they share one unit, and the line just above a fragment's fence must say how to
+compile it:
 
     <!-- snippet: statements; given: flow, desc -->     the body of a function
     <!-- snippet: expression; given: env -->            one expression
@@ -77,36 +78,38 @@ def known_givens(prelude):
         return set(re.findall(r"^inline\s+\S+\s+(\w+)\(\)", f.read(), re.M))
 
 
-def translation_unit(pages, prelude, root):
+def translation_units(pages, prelude, root):
+    """(the fragments' unit, [(file name, unit) of each whole program]), as texts."""
     givens_known = known_givens(prelude)
     # A fragment shows names that the page goes on to use, and callbacks that use only some of
     # their hooks' parameters.
     head = [f'#include "{os.path.abspath(prelude)}"', "#pragma GCC diagnostic ignored \"-Wunused-variable\"",
             "#pragma GCC diagnostic ignored \"-Wunused-but-set-variable\"", "#pragma GCC diagnostic ignored \"-Wunused-parameter\""]
-    body = []
+    body, programs = [], []
     count = 0
     for page in pages:
         name = os.path.relpath(page, root)
         for first, marker, lines in blocks(page):
             count += 1
             where = f"{name}:{first - 1}"
-            includes = [(n, l) for n, l in enumerate(lines) if l.startswith("#include")]
-            for n, line in includes:
-                head += [f'#line {first + n} "{name}"', line]
-            # Includes become blank lines: the code keeps its line numbers.
-            code = ["" if l.startswith("#include") else l for l in lines]
-            ns = f"doc_snippet_{count}"
             if any(re.match(r"int main\(", l) for l in lines):
-                # In a namespace, main is an ordinary function: it must return like one.
-                body += ["#pragma GCC diagnostic push", '#pragma GCC diagnostic ignored "-Wreturn-type"',
-                         f"namespace {ns} {{", f'#line {first} "{name}"'] + code + ["}", "#pragma GCC diagnostic pop"]
+                # A unit of its own, so that it compiles with its own includes only.
+                stem = re.sub(r"\W", "_", os.path.splitext(name)[0])
+                programs.append((f"{stem}_{first}.cpp", "\n".join([f'#line {first} "{name}"'] + lines) + "\n"))
                 continue
             if marker is None:
                 raise SnippetError(f"{where}: a C++ fragment needs a line just above its fence saying how to compile it, "
                                    f"such as <!-- snippet: statements; given: flow, desc --> (see tools/doc_snippets.py)")
             kind, given, then, cuda = parse_marker(where, marker, givens_known)
+            guard = "#ifdef TP_WITH_CUDA" if cuda else "#ifndef TP_SNIPPETS_CUDA_ONLY"
+            for n, line in enumerate(lines):
+                if line.startswith("#include"):
+                    head += [guard, f'#line {first + n} "{name}"', line, "#endif"]
+            # Includes become blank lines: the code keeps its line numbers.
+            code = ["" if l.startswith("#include") else l for l in lines]
+            ns = f"doc_snippet_{count}"
             made = " ".join(f"[[maybe_unused]] auto {g} = snippet::{g}();" for g in given)
-            out = ["#ifdef TP_WITH_CUDA"] if cuda else ["#ifndef TP_SNIPPETS_CUDA_ONLY"]
+            out = [guard]
             if kind == "declarations":
                 out += [f"namespace {ns} {{", f'#line {first} "{name}"'] + code
                 if then:
@@ -119,27 +122,32 @@ def translation_unit(pages, prelude, root):
             body += out + ["#endif"]
     if count == 0:
         raise SnippetError("no ```cpp block in " + ", ".join(pages))
-    return "\n".join(head + body) + "\n", count
+    return "\n".join(head + body) + "\n", programs
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="the fragments' unit; each program goes beside it")
     parser.add_argument("--prelude", default=os.path.join(os.path.dirname(__file__), "..", "tests", "docs", "snippet_prelude.hpp"))
     parser.add_argument("--root", default=".", help="the pages are named relative to it in errors")
     parser.add_argument("pages", nargs="+")
     args = parser.parse_args()
     try:
-        text, count = translation_unit(args.pages, args.prelude, args.root)
+        fragments, programs = translation_units(args.pages, args.prelude, args.root)
     except (SnippetError, OSError) as e:
         print(f"doc_snippets: {e}", file=sys.stderr)
         return 1
-    # Rewritten only when it changes: the build then recompiles only what a page changed.
-    old = open(args.out, encoding="utf-8").read() if os.path.exists(args.out) else None
-    if text != old:
-        with open(args.out, "w", encoding="utf-8") as f:
+    folder = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(folder, exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(fragments)
+    for file, text in programs:
+        with open(os.path.join(folder, file), "w", encoding="utf-8") as f:
             f.write(text)
-    print(f"doc_snippets: {count} blocks from {len(args.pages)} pages")
+    # The programs' units, one per line after the count, for the caller to compile.
+    print(f"doc_snippets: a unit of fragments and {len(programs)} programs from {len(args.pages)} pages")
+    for file, _ in programs:
+        print(os.path.join(folder, file))
     return 0
 
 
