@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 CMAKE_ARGS ?=
 
-.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize fuzz clean
+.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize fuzz docs clean
 
 setup:
 	@bash scripts/setup.sh
@@ -73,5 +73,11 @@ fuzz: setup
 	@bash scripts/timed.sh "fuzz build" cmake --build $(BUILD)-fuzz --target fuzzers -j $(JOBS)
 	@bash scripts/timed.sh "fuzz ($(FUZZ_RUNS) inputs each)" bash scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_RUNS)
 
+# The API reference: Doxygen's HTML of the headers and the guide (docs/Doxyfile), in
+# $(BUILD)-docs/html/index.html, checked: it fails on a public name without documentation or a
+# broken link, and says where and what to do (tools/check_reference.py; CTest runs it too).
+docs: setup
+	@bash scripts/timed.sh "reference ($(BUILD)-docs)" python3 tools/check_reference.py $(BUILD)-docs
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD)-fuzz $(BUILD).configure.log build-debian13* 
+	rm -rf $(BUILD) $(BUILD)-thread $(BUILD)-address $(BUILD)-fuzz $(BUILD)-docs $(BUILD).configure.log build-debian13* 

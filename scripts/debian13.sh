@@ -88,7 +88,8 @@ stages=" ${TP_DEBIAN13_STAGES:-suite clang fuzz} "
 # The long examples (label long_example: the example models trained again in other
 # configurations, whose LibTorch calls the unit tests make) run on the host only; here the unit
 # tests and the examples that cross a version border (checkpoints, TorchScript, Python) run.
-# docs.readme_commands (label debian12) runs the README's commands, written for Debian 12.
+# Label debian12: docs.readme_commands runs the README's commands, written for Debian 12, and
+# docs.reference builds the API reference, the same on every platform.
 # Everything is built at -O1, so the tests need no precompiled header of their own.
 if [[ $stages == *" suite "* ]]; then
   echo "== test-debian13: the suite with g++"

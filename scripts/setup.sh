@@ -24,6 +24,7 @@ packages=(
   python3-torch         # torch.optim.NAdam and RAdam: the reference trajectories of tp::optim
   python3-torchvision   # ImageFolder's listing, which image_folder's test compares with; bench/image_pipeline.sh's peer
   iproute2              # ip netns: the two-host multi-process test
+  doxygen               # the API reference: make docs, and the docs.reference test
 )
 
 # LibTorch's intra-op threads are OpenMP's. OpenBLAS built for OpenMP shares that pool; the

@@ -8,6 +8,8 @@
 
 namespace tp {
 
+// What tp::callbacks(...) returns: the callbacks in their order, which tp::make_trainer flattens
+// into the trainer's own.
 template <class... Callbacks>
 struct callback_pack {
   std::tuple<Callbacks...> callbacks;

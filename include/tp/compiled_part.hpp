@@ -29,6 +29,10 @@
 #if defined(TP_BUILDING_COMPILED_PART)
 #error "src/compiled_part.cpp is compiled with TP_SEPARATE_COMPILATION defined (CMake's tp::compiled target does)"
 #endif
+// Marks a function of the compiled part: `inline` when header-only (every translation unit that
+// uses it defines it), empty with TP_SEPARATE_COMPILATION (src/compiled_part.cpp defines it once).
 #define TP_DECL inline
+// Whether this translation unit compiles the compiled part's definitions (the `#if` at the end of
+// such headers): always when header-only, only src/compiled_part.cpp with TP_SEPARATE_COMPILATION.
 #define TP_DEFINE_COMPILED_PART 1
 #endif

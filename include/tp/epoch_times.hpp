@@ -7,6 +7,7 @@
 
 namespace tp {
 
+// One callback's share of an epoch: its type's name and the seconds its hooks took.
 struct callback_time {
   std::string name;  // the callback's type
   double seconds = 0;

@@ -25,6 +25,8 @@
 
 namespace tp {
 
+// How tp::evaluate runs: the precision and memory format to compute in (a trained tower's,
+// usually), and how long evaluate_across waits for the other processes.
 struct EvaluateOptions {
   EvaluateOptions& precision(tp::precision p) {
     format.precision = p;
@@ -63,6 +65,7 @@ std::map<std::string, double> evaluate(const EvaluateOptions& options, Model& mo
   std::tuple<Inferencers...> all(std::move(inferencers)...);
   return detail::evaluate_share(options, model, dataflow, infer, all, {}).first;
 }
+// The same, with the default options (fp32, contiguous).
 template <class Model, class Dataflow, class Infer, class... Inferencers>
   requires(!std::same_as<std::remove_cvref_t<Model>, EvaluateOptions>)
 std::map<std::string, double> evaluate(Model& model, Dataflow dataflow, Infer infer, Inferencers... inferencers) {

@@ -22,6 +22,7 @@
 
 namespace tp {
 
+// What GradientProcessing does when a reduced gradient holds NaN or Inf.
 enum class non_finite {
   ignore,  // apply the update as it is (the default: no check, no cost)
   zero,    // set the NaN and Inf entries to zero, apply the rest

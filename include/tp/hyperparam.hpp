@@ -23,6 +23,8 @@
 
 namespace tp {
 
+// A named hyperparameter: how to read its value from a trainer and how to set it; made by
+// tp::hyperparam and the functions below.
 template <class Get, class Set>
 struct HyperParam {
   std::string name;
@@ -87,6 +89,7 @@ double* field_of(torch::optim::OptimizerOptions& options, F&& f) {
 }
 }  // namespace detail
 
+// The learning rate of every parameter group of every optimizer (every tower's replica).
 inline auto learning_rate() {
   return hyperparam(
       "learning_rate",
@@ -105,6 +108,7 @@ inline auto learning_rate() {
       });
 }
 
+// The momentum: SGD's, RMSprop's and LARS's, and beta1 of Adam, AdamW, NAdam, RAdam and LAMB.
 inline auto momentum() {
   using namespace torch::optim;
   return detail::option_hyperparam("momentum", [](OptimizerOptions& o) -> double* {
@@ -119,6 +123,7 @@ inline auto momentum() {
   });
 }
 
+// The weight decay of SGD, Adam, AdamW, RMSprop, Adagrad, NAdam, RAdam, LARS and LAMB.
 inline auto weight_decay() {
   using namespace torch::optim;
   return detail::option_hyperparam("weight_decay", [](OptimizerOptions& o) -> double* {

@@ -25,6 +25,7 @@
 
 namespace tp {
 
+// Where and how an InferenceModel computes: the device, and the precision and memory format.
 struct InferenceOptions {
   InferenceOptions& device(torch::Device d) {
     on = d;

@@ -28,6 +28,8 @@
 
 namespace tp {
 
+// What tp::log_dir does with a folder that holds an earlier run: keep it, back it up, remove it,
+// log into a new one, or ask.
 enum class if_exists { keep, backup, remove, new_dir, ask };
 
 namespace detail {

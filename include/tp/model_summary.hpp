@@ -34,6 +34,8 @@ inline std::int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? 
 TP_DECL std::int64_t archived_bytes(const std::function<void(torch::serialize::OutputArchive&)>& save);
 }  // namespace detail
 
+// One row of the model summary: a module with parameters of its own, their shapes, counts and
+// bytes.
 struct module_summary {
   std::string name, type;
   std::vector<std::vector<std::int64_t>> shapes;

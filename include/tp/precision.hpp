@@ -38,6 +38,7 @@ namespace tp {
 
 enum class precision { fp32, bf16_mixed, fp16_mixed };
 
+// The precision's name as tp prints and parses it: "fp32", "bf16-mixed" or "fp16-mixed".
 inline const char* precision_name(precision p) {
   switch (p) {
     case precision::bf16_mixed: return "bf16-mixed";
@@ -80,6 +81,7 @@ struct compute_format {
   tp::precision precision = tp::precision::fp32;
   bool channels_last = false;
 };
+// What a tower policy computes in: its precision() and channels_last(), where it has them.
 template <class Tower>
 compute_format compute_format_of(const Tower& tower) {
   compute_format format;

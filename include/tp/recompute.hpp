@@ -456,6 +456,8 @@ class RecomputedImpl : public torch::nn::Cloneable<RecomputedImpl<Block>> {
   Block block;
 };
 
+// The module holder of RecomputedImpl (what a model registers): tp::Recomputed<Block>(args...)
+// builds the block from args, or takes one.
 template <class Block>
 class Recomputed : public torch::nn::ModuleHolder<RecomputedImpl<Block>> {
  public:

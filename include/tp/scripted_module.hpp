@@ -58,6 +58,8 @@ inline torch::jit::Module load_scripted(const std::string& path) {
 }
 }  // namespace detail
 
+// The module behind ScriptedModule (LibTorch's Impl): the TorchScript module's parameters and
+// buffers as its own, its forward as forward().
 class ScriptedModuleImpl : public torch::nn::Module {
  public:
   explicit ScriptedModuleImpl(const std::string& path) : ScriptedModuleImpl(detail::load_scripted(path)) {}

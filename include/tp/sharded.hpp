@@ -48,6 +48,8 @@
 namespace tp {
 
 
+// The module behind tp::Sharded (LibTorch's Impl): the block's parameters, buffers and submodules
+// as its own, sharded in a run that shards parameters.
 template <class Block>
 class ShardedImpl : public torch::nn::Cloneable<ShardedImpl<Block>>, public detail::sharded_unit {
  public:

@@ -14,6 +14,7 @@
 
 namespace tp {
 
+// Why train() ended: train_outcome::cause.
 enum class end_cause {
   completed,       // every epoch ran
   stop_requested,  // request_stop() or tp::stop_training (EarlyStopping, a hook's own decision)

@@ -42,6 +42,9 @@
 #include <tp/trainer/stop_arbiter.hpp>
 #include <tp/trainer/trainer_state.hpp>
 
+// A training loop composed at compile time (tp::Trainer) from an input, a tower and a distribution
+// policy and callbacks, and the parts those are made of. tp::data holds the dataflows, tp::optim
+// the optimizers, tp::backend the multi-process backends.
 namespace tp {
 
 template <class InputPolicy, class TowerPolicy, class DistributionPolicy, class... Callbacks>
@@ -377,6 +380,8 @@ class Trainer {
   mutable torch::Tensor last_cost_;  // as the step returned it; last_cost() detaches it
 };
 
+// A trainer's type from its constructor's arguments: tp::Trainer trainer(input, tower,
+// distribution, options, callbacks...).
 template <class I, class T, class D, class... Cs>
 Trainer(I, T, D, TrainOptions, Cs...) -> Trainer<I, T, D, Cs...>;
 

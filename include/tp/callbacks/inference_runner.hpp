@@ -31,6 +31,8 @@
 
 namespace tp {
 
+// What an inference function returns for one batch: its output tensors by name, which the
+// inferencers read.
 using outputs = std::map<std::string, torch::Tensor>;
 
 namespace detail {

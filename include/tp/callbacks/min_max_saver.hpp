@@ -22,6 +22,8 @@
 
 namespace tp {
 
+// The callback behind MinSaver and MaxSaver (Goal: whether lower or higher is better); name it
+// through those two aliases.
 template <detail::plateau::goal Goal>
 class BestSaver {
  public:

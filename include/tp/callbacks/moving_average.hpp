@@ -17,6 +17,7 @@
 
 namespace tp {
 
+// MovingAverage's default quantity: the cost the last step returned (trainer.last_cost()).
 struct last_cost_of_step {
   template <class Trainer>
   torch::Tensor operator()(Trainer& trainer) const {
@@ -75,8 +76,8 @@ class MovingAverage {
   torch::Tensor average_;
 };
 
-MovingAverage()->MovingAverage<last_cost_of_step>;
-MovingAverage(std::string)->MovingAverage<last_cost_of_step>;
-MovingAverage(std::string, double)->MovingAverage<last_cost_of_step>;
+MovingAverage()->MovingAverage<last_cost_of_step>;  // without a quantity, the average is of the step's cost
+MovingAverage(std::string)->MovingAverage<last_cost_of_step>;  // the same, put under another name
+MovingAverage(std::string, double)->MovingAverage<last_cost_of_step>;  // the same, with another decay
 
 }  // namespace tp

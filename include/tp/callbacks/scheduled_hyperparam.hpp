@@ -19,6 +19,8 @@
 
 namespace tp {
 
+// What a schedule's points count: epochs (set before every epoch) or global steps (set before every
+// step).
 enum class schedule_unit { epoch, step };
 
 template <class Param>

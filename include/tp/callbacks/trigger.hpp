@@ -21,6 +21,7 @@
 
 namespace tp {
 
+// When a trigger lets its callback's hooks run: every_n_steps, once_at_step, every_n_epochs.
 namespace schedule {
 
 // Step hooks at every step s (counted by global_step after the step) with s % n == 0.
@@ -67,6 +68,8 @@ constexpr bool check_trigger() {
 }
 }  // namespace detail
 
+// What every_n_steps, every_n_epochs and once_at_step return: the callback inner, whose step or
+// epoch hooks run only when the schedule says; make one with those functions.
 template <class Inner, class Schedule>
 class Trigger : public detail::forward_hooks<Trigger<Inner, Schedule>, Inner> {
   // The factories check first and make no Trigger when a rule fails; this catches direct use.
@@ -110,16 +113,21 @@ auto make_trigger(Schedule schedule, Inner inner) {
 }
 }  // namespace detail
 
+// Runs inner's before_step and after_step hooks only at the steps whose global_step (after the
+// step) is a multiple of n > 0.
 template <class Inner>
 auto every_n_steps(std::int64_t n, Inner inner) {
   return detail::make_trigger(schedule::every_n_steps{detail::positive(n, "every_n_steps")}, std::move(inner));
 }
 
+// Runs inner's before_epoch and after_epoch hooks only in the epochs whose number is a multiple of
+// n > 0.
 template <class Inner>
 auto every_n_epochs(std::int64_t n, Inner inner) {
   return detail::make_trigger(schedule::every_n_epochs{detail::positive(n, "every_n_epochs")}, std::move(inner));
 }
 
+// Runs inner's step hooks only for the step that makes global_step equal to step (> 0).
 template <class Inner>
 auto once_at_step(std::int64_t step, Inner inner) {
   return detail::make_trigger(schedule::once_at_step{detail::positive(step, "once_at_step")}, std::move(inner));
@@ -147,6 +155,8 @@ class EnabledIf : public detail::forward_hooks<EnabledIf<Inner, Predicate>, Inne
   Inner inner_;
 };
 
+// Runs inner's epoch and step hooks only while predicate(trainer) holds; its other hooks always run
+// (see EnabledIf).
 template <class Predicate, class Inner>
 auto enable_if(Predicate predicate, Inner inner) {
   constexpr bool wraps_a_callback = callback<Inner>;  // a variable: see check_callback

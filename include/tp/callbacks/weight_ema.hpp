@@ -141,6 +141,8 @@ class WithEMAWeights : public detail::forward_hooks<WithEMAWeights<Inner>, Inner
   Inner inner_;
 };
 
+// Runs inner's hooks with the WeightEMA callback's averaged weights in the model (the trainer must
+// have a WeightEMA), and the trained ones back afterwards.
 template <callback Inner>
 WithEMAWeights<Inner> with_ema_weights(Inner inner) {
   return WithEMAWeights<Inner>(std::move(inner));

@@ -50,6 +50,7 @@
 
 namespace tp {
 
+// A checkpoint file found on disk, with the position of the run it holds.
 struct checkpoint_info {
   std::filesystem::path path;
   std::int64_t global_step = 0;

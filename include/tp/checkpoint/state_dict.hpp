@@ -29,6 +29,8 @@
 
 namespace tp {
 
+// How a state dict of Python's is read into a model: strictness, and which keys of the file (a
+// prefix) go to it.
 struct StateDictOptions {
   // Missing and unexpected keys are errors (Python's strict=True); without, they are reported.
   TORCH_ARG(bool, strict) = true;

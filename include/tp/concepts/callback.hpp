@@ -56,10 +56,14 @@ concept callback_for = callback<C> && detail::named_hooks_callable<C, Trainer>;
 template <class C>
 concept chief_only_callback = requires { C::chief_only; } && static_cast<bool>(C::chief_only);
 
+// A callback C that runs only in the chief process (rank 0) of a multi-process run; made by
+// chief_only(callback).
 template <class C>
 struct ChiefOnly : C {
   static constexpr bool chief_only = true;
 };
+// The callback, run only in the chief process (rank 0): for one that writes files or prints, when
+// its class does not say chief_only itself.
 template <class C>
   requires std::is_class_v<C>
 ChiefOnly<C> chief_only(C callback) {

@@ -78,15 +78,20 @@ concept builds_replicas = requires(D& d, Tower& tower) {
 
 namespace tp {
 
+// The replicas a distribution policy D builds for a tower policy: the type of D::build(tower).
 template <class D, class Tower>
 using replicas_t = std::remove_cvref_t<decltype(std::declval<D&>().build(std::declval<Tower&>()))>;
 
+// A distribution policy for Tower: its replicas expose the main tower's model and their optimizers
+// (level 2 of concepts/distribution.hpp).
 template <class D, class Tower>
 concept distribution_policy = detail::builds_replicas<D, Tower> && requires(replicas_t<D, Tower>& r) {
   { r.main_model() } -> module_handle;
   r.for_each_optimizer(detail::any_optimizer_visitor{});
 };
 
+// Replicas of a run that spans processes: they say the rank's place, agree on when to stop and sum
+// values across the processes.
 template <class R>
 concept multi_process_replicas = requires(R& r, const R& constant, int stop_code, bool at_epoch_end, std::vector<double>& values) {
   { constant.is_chief() } -> std::convertible_to<bool>;
@@ -95,6 +100,8 @@ concept multi_process_replicas = requires(R& r, const R& constant, int stop_code
   r.sum_across_processes(values);
 };
 
+// Replicas whose optimizer state may be spread over the processes, each saving its shard as its
+// part of a checkpoint.
 template <class R, class Tower>
 concept shards_state = requires(R& r, const R& constant, Tower& tower, const c10::IValue& options, const state_parts& parts,
                                  const std::string& source) {
@@ -106,6 +113,8 @@ concept shards_state = requires(R& r, const R& constant, Tower& tower, const c10
   r.load_checkpoint_parts(tower, options, parts, source, detail::any_optimizer_visitor{});
 };
 
+// Replicas whose parameters may be spread over the processes between steps, gathered whole on
+// request.
 template <class R>
 concept gathers_parameters = requires(R& r, const R& constant) {
   r.gather_parameters();
@@ -115,17 +124,21 @@ concept gathers_parameters = requires(R& r, const R& constant) {
   r.load_sharded_parameters(c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
 };
 
+// Replicas with start(): called once training starts, to bring every tower to the main one.
 template <class R>
 concept synced_at_start = requires(R& r) { r.start(); };
 
+// Replicas with end_epoch(epoch): work at each epoch's end, before its after_epoch hooks.
 template <class R>
 concept epoch_end_work = requires(R& r, int epoch) { r.end_epoch(epoch); };
 
+// Replicas that say how many batches the default step takes from the input (batches_per_step()).
 template <class R>
 concept counts_batches = requires(const R& r) {
   { r.batches_per_step() } -> std::convertible_to<int>;
 };
 
+// A distribution policy whose replicas also run the default step (run_step) on batches of Input.
 template <class D, class Tower, class Input>
 concept stepping_distribution =
     distribution_policy<D, Tower> && requires(replicas_t<D, Tower>& r, Tower& tower, Input& input) {

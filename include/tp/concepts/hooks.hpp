@@ -39,6 +39,8 @@
 #include <tp/concepts/member_names.hpp>
 #include <tp/epoch_times.hpp>
 
+// The hook table: X(name, kind, parameters after the trainer...) once per hook, in the order the
+// loop calls them.
 #define TP_HOOK_TABLE(X)                                          \
   X(setup, train)                                                 \
   X(before_train, train)                                          \

@@ -48,27 +48,39 @@ concept has_next_batch = requires(I& input) {
 
 namespace tp {
 
+// An input policy: next_batch() returns the next step's batch by value, and the policy moves into
+// the trainer.
 template <class I>
 concept input_policy = detail::has_next_batch<I> && std::move_constructible<I>;
 
+// An input that runs threads: the trainer calls start() when training starts and stop() when it
+// ends.
 template <class I>
 concept background_input = requires(I& input) {
   input.start();
   input.stop();
 };
 
+// An input whose place in its data (position(), restore(p)) is saved with checkpoints, so that a
+// resumed run sees the batches it would have.
 template <class I>
 concept resumable_input = requires(I& input, const I& constant, const data::position& where) {
   { constant.position() } -> std::convertible_to<data::position>;
   input.restore(where);
 };
 
+// An input that makes channels-last batches when the trainer asks (channels_last(true)), for a
+// tower that computes in that format.
 template <class I>
 concept channels_last_input = requires(I& input) { input.channels_last(true); };
 
+// An input that makes its batches in pinned host memory when asked (pin_memory(true)), for
+// StagingInput's asynchronous copies.
 template <class I>
 concept pinned_memory_input = requires(I& input) { input.pin_memory(true); };
 
+// An input that can tell how many batches a pass of its data has (batches_per_pass()), where it
+// knows.
 template <class I>
 concept sized_input = requires(I& input) {
   { input.batches_per_pass() } -> std::convertible_to<std::optional<std::int64_t>>;

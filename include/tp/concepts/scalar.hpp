@@ -7,6 +7,7 @@
 
 namespace tp {
 
+// What put_scalar takes: a number (anything convertible to double) or a one-element tensor.
 template <class V>
 concept scalar_value = std::convertible_to<const V&, double> || std::convertible_to<const V&, const torch::Tensor&>;
 

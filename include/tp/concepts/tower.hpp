@@ -39,6 +39,8 @@ concept has_make_model = requires(P& p) {
 };
 }  // namespace detail
 
+// A tower policy: make_model() returns a new model as a module handle (concepts/tower.hpp says what
+// else it may have).
 template <class P>
 concept tower_policy = detail::has_make_model<P> && module_handle<decltype(std::declval<P&>().make_model())>;
 

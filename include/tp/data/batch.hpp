@@ -82,8 +82,12 @@ struct collate_fn {
   }
 };
 
+// What batch(n) does with the last datapoints of a pass when fewer than n are left: a smaller last
+// batch, or none.
 enum class remainder { keep, drop };
 
+// What `flow | batch(n)` yields: the source's datapoints n at a time, each group collated into one
+// batch.
 template <class Source, class Collate>
 class batched_view : public ranges::view_base {
  public:

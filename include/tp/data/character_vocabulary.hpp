@@ -165,6 +165,8 @@ class CharacterVocabulary {
   std::vector<char32_t> chars_;  // sorted: the id of a character is its place
 };
 
+// What prepare_character_tokens wrote: the train and validation token files, the vocabulary file,
+// and the vocabulary.
 struct prepared_tokens {
   std::filesystem::path train, val, vocabulary_file;
   CharacterVocabulary vocabulary;

@@ -72,6 +72,8 @@
 
 namespace tp::data {
 
+// What decode_images does with a file it cannot decode (bad_file): hand the error to the consumer,
+// or leave the file out and count it.
 enum class bad_files { fail, skip };
 
 namespace detail {
@@ -398,6 +400,8 @@ struct decode_worker {
 
 }  // namespace detail
 
+// What `files | decode_images(f, ...)` yields: the files' examples {image, label}, decoded in
+// worker threads, in the source's order.
 template <class Source, class F>
 class decoded_view : public ranges::view_base {
   using inner_type = parallel_mapped_view<detail::seeded_chunks<Source>, detail::decode_worker<F>>;

@@ -9,6 +9,8 @@
 #include <torch/data/example.h>
 #include <torch/types.h>
 
+// Dataflows: the ranges of datapoints input policies read (sources, views composed with `|`, image
+// decoding), and their saved positions.
 namespace tp::data {
 
 // A random-access view of (data[i], target[i]) pairs; the tensors share their first dimension.

@@ -23,6 +23,7 @@ struct FashionMnist {
                                                   "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
 };
 
+// Which of Fashion-MNIST's two sets to read: the 60,000 training images or the 10,000 test images.
 enum class split { train, test };
 
 // $TP_FASHION_MNIST_DIR if set, else Debian's folder.

@@ -123,6 +123,8 @@ inline image_files image_folder(const std::string& root) {
   return image_files(std::move(files), std::move(classes));
 }
 
+// The images a list file names, one `relative/path label` per line, relative to root (by default
+// the list file's folder); ids are the order of the lines.
 inline image_files list_file(const std::string& path, std::string root = "") {
   namespace fs = std::filesystem;
   if (root.empty()) root = fs::path(path).parent_path().string();

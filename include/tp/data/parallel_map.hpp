@@ -37,6 +37,7 @@
 
 namespace tp::data {
 
+// The order parallel_map hands its results out in: the source's (reproducible), or as they finish.
 enum class order { keep, any };
 
 namespace detail {
@@ -126,6 +127,7 @@ class map_workers {
 
 }  // namespace detail
 
+// What `flow | parallel_map(f, ...)` yields: f of each datapoint, computed in worker threads.
 template <class Source, class F>
 class parallel_mapped_view : public ranges::view_base {
  public:

@@ -26,6 +26,8 @@
 
 namespace tp::data {
 
+// How a dataflow's items map to the pass's global order: whether it is sharded and over how many
+// ranks, and how many datapoints one item holds.
 struct pass_layout {
   bool sharded = false;
   int world_size = 1;
@@ -67,6 +69,7 @@ void walk_to_shard(Flow& flow, OnShard&& on_shard, Above&& above) {
 }
 }  // namespace detail
 
+// The pass layout of a dataflow, found by walking its views down to its shard.
 template <class Flow>
 pass_layout pass_layout_of(Flow& flow) {
   pass_layout layout;

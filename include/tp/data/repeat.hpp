@@ -18,6 +18,7 @@
 
 namespace tp::data {
 
+// What `flow | repeat(n)` yields: n passes of the source as one pass.
 template <class Source>
 class repeated_view : public ranges::view_base {
  public:
@@ -81,6 +82,7 @@ struct repeat {
   }
 };
 
+// What `flow | take(n)` yields: the first n datapoints of each pass of the source.
 template <class Source>
 class taken_view : public ranges::view_base {
  public:
@@ -121,6 +123,7 @@ class taken_view : public ranges::view_base {
   std::int64_t count_ = 0;
 };
 
+// take(n): one pass is the first n (> 0) datapoints of a pass of the source.
 struct take {
   std::int64_t count;
   explicit take(std::int64_t n) : count(n) {

@@ -34,6 +34,7 @@
 
 namespace tp::data {
 
+// What `flow | shard(rank, world_size)` yields: this rank's stride of each pass of the source.
 template <class Source>
 class sharded_view : public ranges::view_base {
   using base_iterator = ranges::iterator_t<Source>;

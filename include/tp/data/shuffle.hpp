@@ -31,6 +31,8 @@
 
 namespace tp::data {
 
+// What `flow | shuffle(seed)` yields: each pass of the random-access source in a new order, the
+// same on every run.
 template <class Source>
 class shuffled_view : public ranges::view_base {
   static_assert(ranges::random_access_range<Source> && ranges::sized_range<Source>,
@@ -101,6 +103,8 @@ struct shuffle {
 // LocallyShuffleData). It holds `size` datapoints and hands out a random one of them each time,
 // refilling from the source; a datapoint moves at most about `size` places from where it was.
 
+// What `flow | shuffle_buffer(size, seed)` yields: the source's datapoints, each handed out from a
+// buffer of `size` at random.
 template <class Source>
 class buffer_shuffled_view : public ranges::view_base {
  public:
@@ -174,6 +178,8 @@ class buffer_shuffled_view : public ranges::view_base {
   std::uint64_t passes_ = 0;
 };
 
+// shuffle_buffer(size, seed): a local shuffle of any range through a buffer of `size` (> 0)
+// datapoints (see buffer_shuffled_view).
 struct shuffle_buffer {
   std::size_t size;
   std::uint64_t seed;

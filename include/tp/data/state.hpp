@@ -19,6 +19,8 @@
 
 namespace tp::data {
 
+// A dataflow's state across passes: the number of passes each seeded view has started, outermost
+// view first.
 using dataflow_state = std::vector<std::uint64_t>;
 
 // Where an input policy is in its dataflow: the dataflow's state before the current pass began,
@@ -79,6 +81,7 @@ void for_each_view(V& view, F&& f) {
 }
 }  // namespace detail
 
+// The dataflow's state: the pass counters of its seeded views, walking from view to source.
 template <class Flow>
 dataflow_state save_state(Flow& flow) {
   dataflow_state state;
@@ -88,6 +91,8 @@ dataflow_state save_state(Flow& flow) {
   return state;
 }
 
+// Puts a state from save_state back into a dataflow of the same views; throws if the number of
+// counters differs.
 template <class Flow>
 void load_state(Flow& flow, const dataflow_state& state) {
   const auto expected = save_state(flow).size();

@@ -12,6 +12,7 @@
 
 namespace tp::data {
 
+// A LibTorch dataset as a random-access dataflow of its examples (it must know its size).
 template <class Dataset>
   requires requires(Dataset& d, std::size_t i) {
     d.get(i);

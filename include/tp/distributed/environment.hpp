@@ -18,6 +18,8 @@
 
 namespace tp {
 
+// This process's place in a multi-process run (rank, world size, local rank) and where the
+// rendezvous is, as the launcher's variables say.
 struct process_environment {
   int rank = 0;
   int world_size = 1;

@@ -14,6 +14,8 @@
 
 namespace tp {
 
+// A TCP port that is free on this machine now: the kernel's pick, which another program may take
+// before it is used.
 inline int free_local_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

@@ -17,6 +17,9 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+// Optimizers LibTorch lacks (NAdam, RAdam, LARS, LAMB), an optimizer chosen at run time
+// (AnyOptimizer), weight decay groups, and optimizer state as plain values, in torch.optim's
+// format, or cut into pieces across processes.
 namespace tp::optim {
 
 class AnyOptimizer {

@@ -30,6 +30,8 @@
 
 namespace tp::optim {
 
+// LAMB's options (a parameter group's, or the defaults), in LibTorch's fluent style:
+// LAMBOptions(1e-3).weight_decay(0.01).
 struct LAMBOptions : torch::optim::OptimizerCloneableOptions<LAMBOptions> {
   LAMBOptions(double lr = 1e-3) : lr_(lr) {}
   using betas_t = std::tuple<double, double>;
@@ -58,6 +60,7 @@ struct LAMBOptions : torch::optim::OptimizerCloneableOptions<LAMBOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
+// LAMB's state per parameter: its step count and Adam's two moments.
 using LAMBParamState = detail::moments_state;
 
 class LAMB : public detail::serializable_optimizer<LAMBParamState, LAMBOptions> {

@@ -27,6 +27,8 @@
 
 namespace tp::optim {
 
+// LARS's options (a parameter group's, or the defaults), in LibTorch's fluent style:
+// LARSOptions(0.1).momentum(0.9).
 struct LARSOptions : torch::optim::OptimizerCloneableOptions<LARSOptions> {
   LARSOptions(double lr = 0.1) : lr_(lr) {}
   TORCH_ARG(double, lr) = 0.1;
@@ -57,6 +59,7 @@ struct LARSOptions : torch::optim::OptimizerCloneableOptions<LARSOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
+// LARS's state per parameter: its momentum buffer.
 struct LARSParamState : torch::optim::OptimizerCloneableParamState<LARSParamState> {
   TORCH_ARG(torch::Tensor, momentum_buffer);
 

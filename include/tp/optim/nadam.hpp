@@ -22,6 +22,8 @@
 
 namespace tp::optim {
 
+// NAdam's options (a parameter group's, or the defaults), torch.optim.NAdam's, in LibTorch's fluent
+// style: NAdamOptions(2e-3).weight_decay(0.01).
 struct NAdamOptions : torch::optim::OptimizerCloneableOptions<NAdamOptions> {
   NAdamOptions(double lr = 2e-3) : lr_(lr) {}
   using betas_t = std::tuple<double, double>;
@@ -50,6 +52,8 @@ struct NAdamOptions : torch::optim::OptimizerCloneableOptions<NAdamOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
+// NAdam's state per parameter: its step count, the momentum cache's product, and Adam's two
+// moments.
 struct NAdamParamState : torch::optim::OptimizerCloneableParamState<NAdamParamState> {
   TORCH_ARG(std::int64_t, step) = 0;
   // The product of the momentum cache so far, kept in float as Python keeps it (a float32 tensor).

@@ -19,6 +19,8 @@
 
 namespace tp::optim {
 
+// RAdam's options (a parameter group's, or the defaults), torch.optim.RAdam's, in LibTorch's fluent
+// style: RAdamOptions(1e-3).weight_decay(0.01).
 struct RAdamOptions : torch::optim::OptimizerCloneableOptions<RAdamOptions> {
   RAdamOptions(double lr = 1e-3) : lr_(lr) {}
   using betas_t = std::tuple<double, double>;
@@ -44,6 +46,7 @@ struct RAdamOptions : torch::optim::OptimizerCloneableOptions<RAdamOptions> {
   void set_lr(const double lr) override { this->lr(lr); }
 };
 
+// RAdam's state per parameter: its step count and Adam's two moments.
 using RAdamParamState = detail::moments_state;
 
 class RAdam : public detail::serializable_optimizer<RAdamParamState, RAdamOptions> {

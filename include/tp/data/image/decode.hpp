@@ -50,8 +50,10 @@
 
 namespace tp::data {
 
+// The channels a decoded image is given: one (grey) or three (RGB), whatever the file holds.
 enum class color { grey, rgb };
 
+// An image file's size and kind, read from its header without decoding its pixels.
 struct image_header {
   std::int64_t height = 0, width = 0;
   std::int64_t channels = 0;  // colour channels in the file: 1 (grey, with or without alpha) or 3

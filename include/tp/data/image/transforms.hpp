@@ -60,6 +60,8 @@ namespace tp::data {
 struct crop_box {
   std::int64_t top = 0, left = 0, height = 0, width = 0;
 };
+// The box RandomResizedCrop takes from an image of height x width, drawn from random (see
+// crop_box).
 inline crop_box random_resized_crop_box(std::int64_t height, std::int64_t width, std::array<double, 2> scale,
                                         std::array<double, 2> ratio, example_random& random) {
   const double area = double(height) * double(width), log_lo = std::log(ratio[0]), log_hi = std::log(ratio[1]);

@@ -15,6 +15,8 @@
 #include <tp/policies/distribution/detail/collective_group.hpp>
 #include <tp/distributed/environment.hpp>
 
+// The backends of MultiProcess<Backend>, how the processes of a run reach each other: Gloo (CPU
+// tensors) or NCCL (one GPU per process).
 namespace tp::backend {
 
 struct Gloo {

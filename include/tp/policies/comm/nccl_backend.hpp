@@ -20,6 +20,8 @@
 
 namespace tp::backend {
 
+// The NCCL backend of MultiProcess<Backend>: each process's GPU is its LOCAL_RANK's, and its
+// collectives are c10d's ProcessGroupNCCL.
 struct NCCL {
   static constexpr const char* name = "nccl";
 

@@ -30,6 +30,7 @@ namespace tp {
 struct CPU {
   torch::Device device() const { return torch::kCPU; }
 };
+// The weights on CUDA device `index`; an error when LibTorch does not see that device.
 struct GPU {
   int index = 0;
   torch::Device device() const {

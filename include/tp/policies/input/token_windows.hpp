@@ -34,6 +34,8 @@
 
 namespace tp {
 
+// TokenWindows' options, in LibTorch's fluent style: the window and batch sizes, the seed, this
+// rank's place, and the micro-batches per step.
 struct TokenWindowsOptions {
   TokenWindowsOptions(std::int64_t block_size, std::int64_t batch_size) : block_size_(block_size), batch_size_(batch_size) {}
   // Tokens the model sees (x's length); a window holds one more.

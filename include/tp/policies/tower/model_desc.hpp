@@ -108,6 +108,8 @@ class ModelDesc {
   tower_format format_;
 };
 
+// A ModelDesc that builds each tower's model with make_model(); give it a tower function and an
+// optimizer next.
 template <class MakeModel>
   requires std::invocable<MakeModel&>
 auto model_desc(MakeModel make_model) {
