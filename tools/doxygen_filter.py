@@ -7,7 +7,7 @@ the header. tp documents its API in plain `//` comments (the house style); Doxyg
     the class or function page shows the contract too.
   - A run of `//` lines directly above a declaration at namespace or class scope documents that
     declaration (or, above a `#define`, the macro); a `//` after a one-line declaration there
-    (`int x;  // ...`, an enumerator) documents it too (`///<`).
+    (`int x;  // ...`, an enumerator, `int f() { return f_; }  // ...`) documents it too (`///<`).
   - Every other comment stays plain: inside function bodies, above a blank line, an access
     specifier, another preprocessor line or a `}`, and anything in a `detail` namespace.
   - In a documentation block, the first sentence is the summary (\\brief ... \\details), indented
@@ -112,6 +112,8 @@ def scan(lines):
                 if not prefix.strip() and not c.isspace():
                     stmt_start = n
                 prefix += c
+                if c == ":" and re.fullmatch(r"\s*(public|private|protected)\s*:", prefix):
+                    prefix, stmt_start = "", None  # an access specifier ends no statement but starts the next
             code.append(c)
         row["code"] = "".join(code)
         prefix += " "
@@ -291,13 +293,15 @@ def filter_header(text, path):
         convert_run(lines, top, end)
         if top:
             lines[0] = "/// \\file"
-    # Trailing comments of one-line declarations (`int x;  // ...`, `maximize,  // ...`).
+    # Trailing comments of one-line declarations (`int x;  // ...`, `maximize,  // ...`,
+    # `int f() const { return f_; }  // ...`).
     trailing = set()
     for k, row in enumerate(info):
         code = row["code"].strip()
         if row["trailing"] is None or row["kind"] not in DOC_SCOPES or row["stmt_start"] != k or private(row):
             continue
-        one_line = code.endswith(";") or (row["kind"] == ENUM and re.fullmatch(r"\w+(\s*=\s*[^,]+)?\s*,?", code))
+        one_line = (code.endswith(";") or (row["kind"] == ENUM and re.fullmatch(r"\w+(\s*=\s*[^,]+)?\s*,?", code))
+                    or (re.search(r"\)[^{}]*\{.*\}$", code) and code.count("{") == code.count("}")))  # f() { ... }
         if one_line and not code.startswith(("static_assert", "friend ", "using namespace", "}")):
             trailing.add(k)
     # Comment runs directly above declarations, or continuing a trailing comment at its column.
@@ -321,7 +325,10 @@ def filter_header(text, path):
             documented.add(n)
     for k in sorted(trailing - documented):  # a declaration documented above keeps its note plain
         col = info[k]["trailing"]
-        lines[k] = lines[k][:col] + "///< " + escape(lines[k][col + 2:].lstrip())
+        note = escape(lines[k][col + 2:].lstrip())
+        continued = k + 1 < len(lines) and lines[k + 1].lstrip().startswith("///<")
+        # One line in /**< */: Doxygen would join a ///< line to a /// block right below it.
+        lines[k] = lines[k][:col] + ("///< " + note if continued else "/**< " + note.replace("*/", "* /") + " */")
     # The top block's contract on the entities it names first, or else on the one the file is
     # named after (train_options.hpp: TrainOptions), unless it has documentation of its own.
     if end > top:

@@ -55,12 +55,15 @@ class Trainer {
   static constexpr bool distribution_ok = detail::check_distribution<DistributionPolicy, TowerPolicy>();
 
  public:
-  using input_type = InputPolicy;
-  using tower_type = TowerPolicy;
-  using distribution_type = DistributionPolicy;
+  using input_type = InputPolicy;                // the input policy: where batches come from
+  using tower_type = TowerPolicy;                // the tower policy: the model, its cost and optimizer
+  using distribution_type = DistributionPolicy;  // the distribution policy: devices, processes, the update
+  // What the distribution policy built for the tower policy: the towers' models and optimizers.
   using replicas_type = typename std::conditional_t<tower_ok && distribution_ok, detail::replicas_of<DistributionPolicy, TowerPolicy>,
                                                     std::type_identity<detail::broken_part>>::type;
 
+  // Takes the parts and checks the options (std::invalid_argument naming the option); builds
+  // the towers. Training starts with train().
   Trainer(InputPolicy input, TowerPolicy tower, DistributionPolicy distribution, TrainOptions options, Callbacks... callbacks)
       : input_(std::move(input)),
         tower_(std::move(tower)),
@@ -175,13 +178,13 @@ class Trainer {
 
  public:
   // --- loop state -------------------------------------------------------------------------
-  int epoch_num() const noexcept { return position_.epoch_num; }
-  std::int64_t local_step() const noexcept { return position_.local_step; }
-  std::int64_t global_step() const noexcept { return position_.global_step; }
-  std::int64_t steps_per_epoch() const noexcept { return options_.steps_per_epoch(); }
-  int starting_epoch() const noexcept { return options_.starting_epoch(); }
-  int max_epoch() const noexcept { return options_.max_epoch(); }
-  const TrainOptions& options() const noexcept { return options_; }
+  int epoch_num() const noexcept { return position_.epoch_num; }  // the epoch under way, from 1 (the last one after training)
+  std::int64_t local_step() const noexcept { return position_.local_step; }  // the step's index in its epoch, from 0
+  std::int64_t global_step() const noexcept { return position_.global_step; }  // steps finished in the whole run (after_step counts its own)
+  std::int64_t steps_per_epoch() const noexcept { return options_.steps_per_epoch(); }  // steps in an epoch (TrainOptions)
+  int starting_epoch() const noexcept { return options_.starting_epoch(); }  // the first epoch's number (TrainOptions)
+  int max_epoch() const noexcept { return options_.max_epoch(); }  // the last epoch's number (TrainOptions)
+  const TrainOptions& options() const noexcept { return options_; }  // the options, as validated
 
   // Whether this process is the chief (rank 0): the one that runs chief-only callbacks.
   bool is_chief() const {
@@ -223,7 +226,7 @@ class Trainer {
 
   // Ends training after the current step and its epoch's after_epoch hooks.
   void request_stop() noexcept { stop_.request(); }
-  bool stop_requested() const noexcept { return stop_.requested(); }
+  bool stop_requested() const noexcept { return stop_.requested(); }  // whether a stop was requested (by a callback or a signal)
   // How training is ending, once the loop has decided (in on_interrupt and after_train hooks);
   // train() returns it.
   const train_outcome& outcome() const noexcept { return outcome_; }
@@ -238,6 +241,7 @@ class Trainer {
   }
 
   // --- values for the monitors ---------------------------------------------------------------
+  // Whether a callback receives scalars (on_scalar): without one, putting a tensor costs nothing.
   static constexpr bool has_monitors() { return callbacks_type::template any_with<detail::on_scalar_tag>(); }
 
   // Sends a scalar to every monitor, tagged with the current global_step.
@@ -272,9 +276,10 @@ class Trainer {
   // process's state_part(); loading it then takes `parts` (tp::load_checkpoint reads them).
   c10::impl::GenericDict state_dict() { return detail::trainer_state<Trainer>::save(*this).dict(); }
   // A sharded run's part of the state on this process: {"pieces": its shard of the optimizer
-  // state, each piece a parameter's range with its state (optim/optimizer_pieces.hpp)}; and the
-  // pieces the part of process `rank` holds.
+  // state, each piece a parameter's range with its state (optim/optimizer_pieces.hpp)}; with
+  // sharded parameters also {"parameters": this process's rows of them}.
   c10::impl::GenericDict state_part() { return detail::trainer_state<Trainer>::save_part(*this).dict(); }
+  // The pieces of the optimizer state that process `rank`'s part holds (what its part file lists).
   std::vector<state_piece> state_part_pieces(int rank) const { return detail::trainer_state<Trainer>::part_pieces(*this, rank); }
   // Loads what state_dict gave, here or in a file; the next train() goes on from there. Call it
   // before train(), or from a setup hook. A state that does not fit this trainer (another model,
@@ -289,10 +294,10 @@ class Trainer {
   const std::string& layout_change() const noexcept { return layout_change_; }
 
   // --- parts --------------------------------------------------------------------------------
-  InputPolicy& input() noexcept { return input_; }
-  TowerPolicy& tower() noexcept { return tower_; }
-  DistributionPolicy& distribution() noexcept { return distribution_; }
-  replicas_type& replicas() noexcept { return replicas_; }
+  InputPolicy& input() noexcept { return input_; }  // the input policy (a step of your own takes batches from it)
+  TowerPolicy& tower() noexcept { return tower_; }  // the tower policy (its loss_scaler(), precision)
+  DistributionPolicy& distribution() noexcept { return distribution_; }  // the distribution policy, as given
+  replicas_type& replicas() noexcept { return replicas_; }  // the towers' models and optimizers, as built
   // The main tower's model: what callbacks evaluate and savers save. Where the policy shards the
   // parameters (MultiProcess with tp::sharding::parameters), a unit's are empty between steps:
   // read them after gather_parameters().
@@ -314,11 +319,12 @@ class Trainer {
     return &module;
   }
 
-  // The callback of type C (which must appear once), or the I-th callback.
+  // The callback of type C (which must appear once).
   template <class C>
   C& callback() {
     return callbacks_.template get<C>();
   }
+  // The I-th callback, counting from 0 in the order they were given.
   template <std::size_t I>
   auto& callback() {
     return callbacks_.template get<I>();

@@ -7,8 +7,9 @@ In a copy of the checkout it runs the section's install commands exactly as prin
 prefix /opt/tp replaced by WORK_DIR/prefix. Then it builds the README's first program (its
 "A first program" block, as first_program.cpp) twice: as an outside CMake project made of the
 section's CMakeLists.txt, configured as the section says, and with the section's plain g++ line.
-Each program must start, and report a missing data folder as an error that names it. (The
-test example.first_program trains the same program to its figure.)
+Each program must start, and report a missing data folder as an error that names it. The
+README's program must be examples/first_program.cpp, which the test example.first_program
+trains to its figure.
 """
 import os
 import re
@@ -87,6 +88,9 @@ for path in ("include/tp/trainer.hpp", "lib/libtp_compiled.a", "bin/tp-run", "bi
         fail(f"the install commands did not install {path}")
 
 program = fenced(section("A first program"), "cpp")
+# The section says "This is examples/first_program.cpp", which example.first_program trains.
+if program != open(os.path.join(source, "examples", "first_program.cpp"), encoding="utf-8").read():
+    fail("README.md's first program is no longer examples/first_program.cpp: make them the same again")
 app = os.path.join(work, "app")
 os.makedirs(app)
 open(os.path.join(app, "first_program.cpp"), "w").write(program)

@@ -33,7 +33,7 @@ namespace tp {
 
 class state_tree {
  public:
-  using dict_type = c10::impl::GenericDict;
+  using dict_type = c10::impl::GenericDict;  // what the tree is: LibTorch's dictionary of str -> any value
 
   // An empty tree, to write into.
   state_tree() : dict_(new_dict()) {}
@@ -53,7 +53,7 @@ class state_tree {
     if (dict_.contains(key)) throw std::logic_error("tp::state_tree: '" + where(key) + "' written twice");
     dict_.insert(key, plain(std::move(value)));
   }
-  void put(const std::string& key, const state_tree& tree) { put(key, c10::IValue(tree.dict_)); }
+  void put(const std::string& key, const state_tree& tree) { put(key, c10::IValue(tree.dict_)); }  // a tree under `key`
   // A new dictionary under `key`, to write into.
   state_tree child(const std::string& key) {
     state_tree inner;
@@ -63,12 +63,15 @@ class state_tree {
   }
 
   // --- reading ---
-  bool contains(const std::string& key) const { return dict_.contains(key); }
+  bool contains(const std::string& key) const { return dict_.contains(key); }  // whether `key` has an entry
+  // The entry under `key`, whatever it holds. Each reader below throws tp::checkpoint_error,
+  // naming the entry's path, when the entry is missing or holds another kind of value.
   const c10::IValue& value(const std::string& key) const {
     const auto found = dict_.find(key);
     if (found == dict_.end()) fail(key, "is missing");
     return found->value();
   }
+  // An integer.
   std::int64_t integer(const std::string& key) const {
     const auto& v = value(key);
     if (!v.isInt()) fail(key, "is " + describe(v) + ", not an integer");
@@ -86,16 +89,19 @@ class state_tree {
     if (value(key).isNone()) return std::nullopt;
     return real(key);
   }
+  // A boolean.
   bool boolean(const std::string& key) const {
     const auto& v = value(key);
     if (!v.isBool()) fail(key, "is " + describe(v) + ", not a boolean");
     return v.toBool();
   }
+  // A str.
   std::string text(const std::string& key) const {
     const auto& v = value(key);
     if (!v.isString()) fail(key, "is " + describe(v) + ", not a str");
     return v.toStringRef();
   }
+  // A tensor (the tree's own, not a copy).
   torch::Tensor tensor(const std::string& key) const {
     const auto& v = value(key);
     if (!v.isTensor()) fail(key, "is " + describe(v) + ", not a tensor");
@@ -120,8 +126,9 @@ class state_tree {
   // The dictionary under `key`.
   state_tree at(const std::string& key) const { return state_tree(value(key), where(key)); }
 
-  const dict_type& dict() const noexcept { return dict_; }
-  const std::string& path() const noexcept { return path_; }
+  const dict_type& dict() const noexcept { return dict_; }  // the dictionary itself
+  const std::string& path() const noexcept { return path_; }  // where the tree is, as errors name it
+  // The entries' keys, in the order they were written.
   std::vector<std::string> keys() const {
     std::vector<std::string> out;
     for (const auto& entry : dict_) out.push_back(entry.key().toStringRef());
@@ -142,6 +149,7 @@ class state_tree {
     return "a " + v.tagKind();
   }
 
+  // An empty dictionary of the tree's kind (str -> any value).
   static dict_type new_dict() { return dict_type(c10::StringType::get(), c10::AnyType::get()); }
 
   // A copy that shares nothing with `value`: its dictionaries and lists new, its tensors cloned
