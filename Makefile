@@ -29,7 +29,7 @@ test: suite
 # the other tests' (it changes when threads sleep, not what they compute).
 suite: configure
 	@bash scripts/timed.sh "build ($(BUILD))" bash scripts/build_quiet.sh $(BUILD) $(JOBS)
-	@bash scripts/timed.sh "tests ($(BUILD))" env OMP_WAIT_POLICY=passive ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+	@bash scripts/timed.sh "tests ($(BUILD))" env OMP_WAIT_POLICY=passive bash scripts/ctest_timed.sh $(notdir $(BUILD)) $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # What a second compiler checks: everything builds (the benchmarks too), and the compile-time
 # rules' diagnostics hold (the compile-fail cases and the concept tests). Unoptimized, since
@@ -37,7 +37,7 @@ suite: configure
 compile-checks: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTP_TEST_OPTIMIZATION= -DTP_BENCH_IN_ALL=ON > $(BUILD).configure.log 2>&1 || { cat $(BUILD).configure.log; exit 1; }
 	@bash scripts/timed.sh "build ($(BUILD), -O0)" bash scripts/build_quiet.sh $(BUILD) $(JOBS)
-	@bash scripts/timed.sh "compile-time rules ($(BUILD))" ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L compile_time
+	@bash scripts/timed.sh "compile-time rules ($(BUILD))" bash scripts/ctest_timed.sh $(notdir $(BUILD)).compile_time $(BUILD) --output-on-failure -j $(JOBS) -L compile_time
 
 # Debian 13 (LibTorch 2.6, CMake 3.31) in a debootstrap root kept in ~/.cache/tp: the suite with
 # g++ 14, then with clang 19 (needs root; see scripts/debian13.sh).

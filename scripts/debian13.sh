@@ -71,6 +71,7 @@ for name in CI JOBS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE FUZZ_RUNS; do
 done
 # Stage times (scripts/timed.sh), where the log is in the source tree that the root sees at /tp.
 case "${TP_STAGE_LOG:-}" in "$source"/*) pass+=("TP_STAGE_LOG=/tp/${TP_STAGE_LOG#"$source"/}") ;; esac
+case "${TP_TEST_TIMES:-}" in "$source"/*) pass+=("TP_TEST_TIMES=/tp/${TP_TEST_TIMES#"$source"/}") ;; esac
 echo "test-debian13: Debian 13 with $(chroot "$root" dpkg-query -W -f='libtorch-dev ${Version}' libtorch-dev 2>/dev/null || echo 'LibTorch not installed yet')"
 in_root() { chroot "$root" /usr/bin/env -i "${pass[@]}" "$@"; }
 bash scripts/timed.sh "Debian 13 set-up" chroot "$root" /usr/bin/env -i "${pass[@]}" bash /tp/scripts/setup.sh   # a new root has no make yet

@@ -53,7 +53,7 @@ for run in "${runs[@]}"; do
   # OpenMP's spinning threads then starve the others (example.gan_2d went from 10 s to over
   # 300 s with two threads while a build ran). It changes when threads sleep, not the results.
   if ! OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=passive \
-       ctest --test-dir "$build" -L numerics -j "$jobs" --output-on-failure; then
+       bash "$(dirname "$0")/ctest_timed.sh" "$(basename "$build").$kernel-$threads" "$build" -L numerics -j "$jobs" --output-on-failure; then
     failed+=("OPENBLAS_CORETYPE=$kernel OMP_NUM_THREADS=$threads")
   fi
 done

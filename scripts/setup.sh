@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ make
+  ccache                # the compiler cache CMakeLists.txt uses when present
   libtorch-dev          # LibTorch (CPU)
   libopenblas0-openmp   # without it Debian's LibTorch runs on the reference BLAS, ~20x slower
   libgloo-dev           # c10d's Gloo backend
