@@ -375,6 +375,40 @@ TEST(MultiProcessGloo, AnUnreachableRankZeroIsNamedAfterTheTimeout) {
   EXPECT_NE(p.output.find("cannot reach rank 0's rendezvous store at 127.0.0.1:"), std::string::npos) << p.output;
 }
 
+// A rank whose peers never come (one not started, one that quit on a bad flag) says whom it waits
+// for, then ends within the timeout naming what to check: it does not wait forever.
+TEST(MultiProcessGloo, ARankAloneSaysWhomItWaitsForAndEndsAtTheTimeout) {
+  const auto start_time = std::chrono::steady_clock::now();
+  auto p = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "7000"}),
+                 {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(tp::free_local_port())}});
+  p.finish();
+  EXPECT_FALSE(p.succeeded());
+  EXPECT_LT(std::chrono::steady_clock::now() - start_time, std::chrono::seconds(60)) << p.output;
+  EXPECT_NE(p.output.find("tp: rank 0 is waiting for the other processes of the run at 127.0.0.1:"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("only 1 of WORLD_SIZE=2 processes joined the run"), std::string::npos) << p.output;
+}
+
+// Ranks started with different WORLD_SIZEs are told so at the rendezvous, each of them, rather
+// than failing inside Gloo.
+TEST(MultiProcessGloo, RanksWithDifferentWorldSizesAreToldSoAtTheRendezvous) {
+  const int port = tp::free_local_port();
+  auto env = [&](int rank, int world) {
+    return std::map<std::string, std::string>{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
+                                              {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  };
+  auto zero = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "60000"}), env(0, 2));
+  auto one = start(worker({"--steps", "2", "--out", "/dev/null", "--timeout-ms", "60000"}), env(1, 3));
+  one.finish();
+  zero.finish();
+  EXPECT_FALSE(one.succeeded());
+  EXPECT_FALSE(zero.succeeded());
+  EXPECT_NE(one.output.find("WORLD_SIZE is 3 here but 2 on rank 0: start every rank of the run with the same WORLD_SIZE"), std::string::npos)
+      << one.output;
+  EXPECT_NE(zero.output.find("another process of the run stopped before training began (rank 1: WORLD_SIZE is 3 here but 2"),
+            std::string::npos)
+      << zero.output;
+}
+
 // Permanent rendezvous errors end the rank at once (the timeout is two minutes here), name the
 // variable and its value, and print a few lines rather than a warning per attempt.
 TEST(MultiProcessGloo, AMasterAddrThatDoesNotResolveFailsAtOnceNamingIt) {

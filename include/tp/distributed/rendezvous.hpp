@@ -141,7 +141,7 @@ inline c10d::TCPStoreOptions store_options(const process_environment& env, std::
   options.port = env.master_port;
   options.isServer = env.rank == 0;
   options.numWorkers = static_cast<std::size_t>(env.world_size);
-  options.waitWorkers = true;
+  options.waitWorkers = false;  // join_ranks waits, and says for whom
   options.timeout = timeout;
   return options;
 }
@@ -162,7 +162,75 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const std::string& address, Option
   return c10::make_intrusive<c10d::TCPStore>(address, options);
 }
 
-// The store of this run, connected (rank 0: hosting it, and every rank connected to it).
+// The store's keys of the join below (c10d's process groups use keys of their own, without '/').
+inline constexpr const char* rendezvous_world_key = "tp/world_size";
+inline constexpr const char* rendezvous_failed_key = "tp/failed";
+
+// Tells the other ranks why this one will not go on (best effort: the store may be gone).
+inline void post_rendezvous_failure(c10d::Store& store, const process_environment& env, const std::string& why) {
+  try {
+    const std::string text = "rank " + std::to_string(env.rank) + ": " + why;
+    store.set(rendezvous_failed_key, std::vector<std::uint8_t>(text.begin(), text.end()));
+  } catch (...) {
+  }
+}
+
+// Every rank counted in under `key` before any goes on, within the deadline. c10d's own wait for
+// workers says nothing while it waits and, in LibTorch 1.13, gives up quietly at its timeout; and
+// a rank that ends while another still connects shows that one only "Connection closed by peer".
+// So each rank checks its WORLD_SIZE against rank 0's, counts itself in and waits for the rest,
+// saying once whom it waits for; a rank that cannot go on posts why, and the others end with it.
+inline void join_ranks(c10d::Store& store, const process_environment& env, const std::string& key,
+                       rendezvous_clock::time_point deadline, std::chrono::milliseconds timeout) {
+  const auto where = env.master_addr + ":" + std::to_string(env.master_port);
+  auto text = [&](const std::string& k) {
+    const auto bytes = store.get(k);
+    return std::string(bytes.begin(), bytes.end());
+  };
+  auto check_failed = [&] {
+    if (store.check({rendezvous_failed_key}))
+      throw std::runtime_error("another process of the run stopped before training began (" + text(rendezvous_failed_key) +
+                               "); this rank stops too");
+  };
+  if (env.rank == 0) {
+    const auto mine = std::to_string(env.world_size);
+    store.set(rendezvous_world_key, std::vector<std::uint8_t>(mine.begin(), mine.end()));
+  }
+  const auto said_after = rendezvous_clock::now() + std::chrono::seconds(5);
+  bool said = false, compared = env.rank == 0;
+  std::int64_t joined = -1;
+  for (auto pause = std::chrono::milliseconds(5);; pause = std::min(pause * 2, std::chrono::milliseconds(250))) {
+    check_failed();
+    if (!compared && store.check({rendezvous_world_key})) {
+      compared = true;
+      const auto theirs = text(rendezvous_world_key);
+      if (theirs != std::to_string(env.world_size)) {
+        const auto why = "WORLD_SIZE is " + std::to_string(env.world_size) + " here but " + theirs +
+                         " on rank 0: start every rank of the run with the same WORLD_SIZE";
+        post_rendezvous_failure(store, env, why);
+        throw std::invalid_argument("tp: " + why);
+      }
+    }
+    if (compared && joined < 0) joined = store.add(key, 1);  // counted in once, after the check
+    const auto count = compared ? store.add(key, 0) : joined;
+    if (count >= env.world_size) return;
+    if (!said && rendezvous_clock::now() >= said_after) {
+      said = true;
+      std::cerr << "tp: rank " << env.rank << " is waiting for the other processes of the run at " << where << " ("
+                << std::max<std::int64_t>(count, 0) << " of " << env.world_size << " here), for up to " << seconds_text(timeout)
+                << std::endl;
+    }
+    if (rendezvous_clock::now() + pause > deadline)
+      throw std::runtime_error("only " + std::to_string(std::max<std::int64_t>(count, 0)) + " of WORLD_SIZE=" +
+                               std::to_string(env.world_size) + " processes joined the run at " + where + " within " +
+                               seconds_text(timeout) + "; start every rank (RANK 0 to " + std::to_string(env.world_size - 1) +
+                               ") with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE (a rank that ended early says why in its own output)");
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+// The store of this run, connected (rank 0: hosting it, and every rank connected to it), once
+// every rank has joined it (join_ranks).
 inline c10::intrusive_ptr<c10d::TCPStore> connect_store(const process_environment& env, std::chrono::milliseconds timeout) {
   const auto deadline = rendezvous_clock::now() + timeout;
   const auto addresses = resolve_master(env, deadline);
@@ -172,8 +240,9 @@ inline c10::intrusive_ptr<c10d::TCPStore> connect_store(const process_environmen
     wait_for_master(env, *addresses, deadline, timeout);
   const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - rendezvous_clock::now()),
                              std::chrono::milliseconds(1000));
+  c10::intrusive_ptr<c10d::TCPStore> store;
   try {
-    return make_store(env.master_addr, store_options(env, left));
+    store = make_store(env.master_addr, store_options(env, left));
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw std::runtime_error(std::string(env.rank == 0 ? "cannot host the rendezvous store on port " + std::to_string(env.master_port)
@@ -181,6 +250,8 @@ inline c10::intrusive_ptr<c10d::TCPStore> connect_store(const process_environmen
                                                              std::to_string(env.master_port)) +
                              ": " + what.substr(0, what.find('\n')));
   }
+  join_ranks(*store, env, "tp/joined", deadline, timeout);
+  return store;
 }
 
 }  // namespace tp::detail

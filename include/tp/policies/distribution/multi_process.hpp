@@ -489,7 +489,18 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       try {
         group_ = Backend::connect(store_, env_, timeout_);
       } catch (const std::exception& e) {
-        throw std::runtime_error(who() + "cannot connect the " + std::string(Backend::name) + " process group: " + first_line(e.what()));
+        const auto why = "cannot connect the " + std::string(Backend::name) + " process group: " + first_line(e.what());
+        detail::post_rendezvous_failure(*store_, env_, why);
+        throw std::runtime_error(who() + why);
+      }
+      // No rank goes on (and perhaps ends, refusing the model) while another still connects:
+      // that one would see only "Connection closed by peer".
+      try {
+        detail::join_ranks(*store_, env_, "tp/connected", detail::rendezvous_clock::now() + timeout_, timeout_);
+      } catch (const std::invalid_argument&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw std::runtime_error(who() + e.what());
       }
     }
 
