@@ -68,6 +68,42 @@ TEST(CheckpointFile, RoundTripsAndNamesWhatIsWrongWithABadFile) {
   expect_error("{\"not\": \"a checkpoint\"} and some more bytes to pass the header size", "is not a tp checkpoint");
 }
 
+// A torch.save file without tp's trailer (a checkpoint Python saved again) is checked by its
+// zip's CRC-32s: a byte flipped inside a tensor's record is an error, not a weight 5e-7 off.
+TEST(CheckpointFile, AFlippedByteInATensorOfAnUnsealedFileIsAnError) {
+  TempDir dir("unsealed");
+  auto trainer = mlp_trainer(1);
+  trainer.train();
+  const auto sealed = dir.path / "sealed.ckpt";
+  tp::save_checkpoint(trainer, sealed);
+  const auto bytes = read_all(sealed);
+  // The torch.save zip alone, without the comment that is tp's trailer: what Python saves again.
+  auto unsealed = bytes.substr(0, tp::read_checkpoint_info(sealed).payload_bytes);
+  unsealed[unsealed.size() - 2] = unsealed[unsealed.size() - 1] = 0;
+  const auto path = dir.path / "unsealed.ckpt";
+  std::ofstream(path, std::ios::binary) << unsealed;
+  ASSERT_FALSE(tp::read_checkpoint_info(path).sealed);
+  ASSERT_FALSE(tp::checkpoint_weights(path).empty());  // whole, it reads
+  // The first tensor record: its local header ("PK\3\4", name length at +26, extra at +28).
+  const auto name = unsealed.find("/data/0");
+  ASSERT_NE(name, std::string::npos);
+  const auto header = unsealed.rfind(std::string("PK\3\4", 4), name);
+  const auto le16 = [&](std::size_t at) { return static_cast<unsigned char>(unsealed[at]) | (static_cast<unsigned char>(unsealed[at + 1]) << 8); };
+  unsealed[header + 30 + le16(header + 26) + le16(header + 28) + 1] ^= 0x01;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << unsealed;
+  for (const auto& read : std::vector<std::function<void()>>{[&] { (void)tp::checkpoint_weights(path); },
+                                                             [&] { (void)tp::detail::read_torch_save(path); },
+                                                             [&] { tp::load_checkpoint(trainer, path); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "a flipped byte in a tensor record went unnoticed";
+    } catch (const tp::checkpoint_error& e) {
+      EXPECT_NE(std::string(e.what()).find("does not match the CRC-32 its zip directory keeps"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("unsealed.ckpt"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // --- the trainer's state --------------------------------------------------------------------
 
 TEST(Resume, FromAnEpochEndGivesTheBitsOfAnUninterruptedRun) {
@@ -308,20 +344,61 @@ TEST(ModelSaver, AWriteThatFailsStopsTrainingWithItsMessage) {
   for (const bool background : {true, false}) {
     SCOPED_TRACE(background ? "background" : "in the step");
     TempDir dir("saver_fails");
-    fs::create_directories(dir.path / "model-0000000007.ckpt");
+    // A folder where the temporary file of step 7's checkpoint goes (this process writes it).
+    const auto obstacle = dir.path / (tp::checkpoint_file_name(7) + ".tmp." + std::to_string(::getpid()));
+    fs::create_directories(obstacle);
     std::ostringstream log;
     auto trainer = mlp_trainer(3, tp::ModelSaver(dir.path).background(background).log_to(log));
     try {
       trainer.train();
       ADD_FAILURE() << "a checkpoint that could not be written went unreported";
     } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("model-0000000007.ckpt: Is a directory"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("model-0000000007.ckpt.tmp." + std::to_string(::getpid()) + ": Is a directory"), std::string::npos)
+          << e.what();
     }
     EXPECT_EQ(trainer.global_step(), background ? 14 : 7);  // in the background, the next save reports it
     EXPECT_TRUE(tp::list_checkpoints(dir.path).empty());
     for (const auto& entry : fs::directory_iterator(dir.path))
-      EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+      if (entry.path() != obstacle) {
+        EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+      }
   }
+}
+
+// A folder where a checkpoint goes is refused before training: skipped, it let the run train
+// on and lose those steps when their checkpoint could not take its place.
+TEST(ModelSaver, AFolderInPlaceOfACheckpointIsRefusedBeforeTraining) {
+  TempDir dir("saver_folder");
+  {
+    auto first = mlp_trainer(2, tp::ModelSaver(dir.path));
+    first.train();
+  }
+  const auto newest = dir.path / tp::checkpoint_file_name(14);
+  fs::rename(newest, dir.path / "set_aside");
+  fs::create_directories(newest);
+  auto second = mlp_trainer(3, tp::ModelSaver(dir.path));
+  try {
+    second.train();
+    ADD_FAILURE() << "a folder in place of the newest checkpoint went unreported";
+  } catch (const tp::checkpoint_error& e) {
+    EXPECT_NE(std::string(e.what()).find("model-0000000014.ckpt is a folder, where tp keeps the checkpoint of step 14"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(second.global_step(), 0);
+  EXPECT_TRUE(fs::is_directory(newest));
+}
+
+// What writes killed midway left (a checkpoint's, the index's, a MinSaver's temporary file) is
+// removed when a saver takes the folder again; nothing else is.
+TEST(ModelSaver, RemovesTheTemporaryFilesOfKilledWrites) {
+  TempDir dir("saver_litter");
+  const std::vector<std::string> litter{"checkpoints.json.tmp.4242", "min-val_loss.ckpt.tmp.77", "model-0000000007.ckpt.tmp.123456"};
+  for (const auto& name : litter) std::ofstream(dir.path / name) << "half written";
+  std::ofstream(dir.path / "notes.tmp.txt") << "the user's";
+  auto trainer = mlp_trainer(1, tp::ModelSaver(dir.path));
+  trainer.train();
+  for (const auto& name : litter) EXPECT_FALSE(fs::exists(dir.path / name)) << name;
+  EXPECT_TRUE(fs::exists(dir.path / "notes.tmp.txt"));
 }
 
 TEST(ModelSaver, KeepsOneCheckpointEveryHOursOfTheOlderOnes) {

@@ -251,12 +251,20 @@ TEST(Sharding, ACheckpointWithoutItsPartsIsNotWholeAndTpExportJoinsThem) {
     ASSERT_TRUE(fs::exists(part));
     fs::remove(part);
     if (foreign) fs::copy_file(logdir / "model-0000000012.part-1-of-2.ckpt", part);
+    const auto foreign_bytes = foreign ? bytes(part) : std::string();
     const auto resumed = run_ranks(2, flags("optimizer", "30", name));
     EXPECT_NE(resumed[0].output.find("model-0000000015.ckpt"), std::string::npos) << resumed[0].output;
     EXPECT_NE(resumed[0].output.find(foreign ? "another checkpoint's part" : "part-1-of-2.ckpt cannot be opened"), std::string::npos)
         << resumed[0].output;
     EXPECT_NE(resumed[0].output.find("resumed from " + (logdir / "model-0000000012.ckpt").string()), std::string::npos) << resumed[0].output;
     EXPECT_EQ(bytes(dir.path / (name + ".0")), bytes(dir.path / "reference.0"));
+    // What was set aside goes together, and the run's own save of step 15 does not overwrite it.
+    EXPECT_TRUE(fs::exists(logdir / "model-0000000015.ckpt.corrupt"));
+    if (foreign) {
+      EXPECT_NE(resumed[0].output.find("and its 2 of 2 parts likewise"), std::string::npos) << resumed[0].output;
+      EXPECT_TRUE(fs::exists(logdir / "model-0000000015.part-0-of-2.ckpt.corrupt"));
+      EXPECT_EQ(bytes(logdir / "model-0000000015.part-1-of-2.ckpt.corrupt"), foreign_bytes);
+    }
   }
   run_ranks(2, flags("optimizer", "12", "sharded"));
   const auto joined = dir.path / "joined_ckpt";

@@ -189,15 +189,16 @@ class ModelSaver {
     });
   }
 
-  // A write killed midway leaves model-<step>.ckpt.tmp.<pid>: never a checkpoint, only litter;
-  // so is a part (model-<step>.part-<r>-of-<w>.ckpt) whose checkpoint was never written.
+  // A write killed midway leaves <file>.tmp.<pid> (a checkpoint's, the index's, a MinSaver's):
+  // never a checkpoint, only litter; so is a part (model-<step>.part-<r>-of-<w>.ckpt) whose
+  // checkpoint was never written.
   void remove_partial_writes() const {
+    detail::remove_abandoned_temporaries(folder_);
     for (const auto& entry : std::filesystem::directory_iterator(folder_)) {
       const auto name = entry.path().filename().string();
       if (!name.starts_with("model-")) continue;
       const auto part = name.find(".part-");
-      const bool litter = name.find(".ckpt.tmp.") != std::string::npos ||
-                          (part != std::string::npos && name.ends_with(".ckpt") && !std::filesystem::exists(folder_ / (name.substr(0, part) + ".ckpt")));
+      const bool litter = part != std::string::npos && name.ends_with(".ckpt") && !std::filesystem::exists(folder_ / (name.substr(0, part) + ".ckpt"));
       if (litter) {
         std::error_code ignored;
         std::filesystem::remove(entry.path(), ignored);

@@ -265,9 +265,19 @@ std::optional<checkpoint_info> resume_from_latest(Trainer& trainer, const std::f
     } catch (const checkpoint_error& e) {
       log << e.what() << "; ";
       if (trainer.is_chief()) {
+        // Its parts go with it: kept for whoever looks, and not overwritten by the next save.
+        const auto parts_of_it = detail::checkpoint_parts_on_disk(path).files;
         std::error_code ec;
         std::filesystem::rename(path, path.string() + ".corrupt", ec);
-        log << (ec ? "could not rename it (" + ec.message() + ")" : "renamed it to " + path.filename().string() + ".corrupt") << "; ";
+        log << (ec ? "could not rename it (" + ec.message() + ")" : "renamed it to " + path.filename().string() + ".corrupt");
+        std::size_t moved = 0;
+        for (const auto& part : parts_of_it) {
+          std::error_code part_ec;
+          std::filesystem::rename(part, part.string() + ".corrupt", part_ec);
+          moved += part_ec ? 0 : 1;
+        }
+        if (!parts_of_it.empty()) log << " and its " << moved << " of " << parts_of_it.size() << " parts likewise";
+        log << "; ";
       }
       log << (std::next(it) == found.rend() ? "no older checkpoint: training starts afresh\n" : "trying the one before it\n");
       continue;
@@ -449,9 +459,15 @@ TP_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpo
   if (!std::filesystem::is_directory(folder, ec)) return found;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {
     const auto file = entry.path().filename().string();  // model-<digits>.ckpt
-    if (!entry.is_regular_file() || file.size() <= 11 || !file.starts_with("model-") || !file.ends_with(".ckpt")) continue;
+    if (file.size() <= 11 || !file.starts_with("model-") || !file.ends_with(".ckpt")) continue;
     const auto digits = file.substr(6, file.size() - 11);
     if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    // Skipped, it would be neither resumed from nor written over: the steps after it would be
+    // trained, then lost when their checkpoint cannot take its place.
+    if (!entry.is_regular_file())
+      detail::bad_checkpoint(entry.path(), std::string("is ") + (entry.is_directory() ? "a folder" : "not a regular file") +
+                                               ", where tp keeps the checkpoint of step " + std::to_string(std::stoll(digits)) +
+                                               ": move it out of " + folder.string() + " and start again");
     found.emplace_back(std::stoll(digits), entry.path());
   }
   std::sort(found.begin(), found.end());

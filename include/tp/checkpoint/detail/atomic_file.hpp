@@ -17,6 +17,25 @@
 
 namespace tp::detail {
 
+// Whether NAME is an atomic write's temporary file, `<target>.tmp.<pid>`.
+inline bool is_temporary_file_name(std::string_view name) {
+  const auto at = name.rfind(".tmp.");
+  if (at == std::string_view::npos || at == 0 || at + 5 == name.size()) return false;
+  return name.find_first_not_of("0123456789", at + 5) == std::string_view::npos;
+}
+
+// Removes what writes killed midway left in FOLDER (their temporary files: of checkpoints, of
+// their index, of a MinSaver's copy). Called by the folder's owner before it writes there, when
+// no write of this run can be under way.
+inline void remove_abandoned_temporaries(const std::filesystem::path& folder) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    std::error_code ignored;
+    if (entry.is_regular_file(ignored) && is_temporary_file_name(entry.path().filename().string()))
+      std::filesystem::remove(entry.path(), ignored);
+  }
+}
+
 class atomic_file_writer {
  public:
   explicit atomic_file_writer(std::filesystem::path path)

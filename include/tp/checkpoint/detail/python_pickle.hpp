@@ -21,6 +21,7 @@
 #include <torch/types.h>
 
 #include <tp/checkpoint/checkpoint_error.hpp>
+#include <tp/checkpoint/detail/zip_records.hpp>
 #include <tp/compiled_part.hpp>
 
 namespace tp::detail {
@@ -562,6 +563,11 @@ TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& na
     return checkpoint_error(name + ": is not a readable torch.save zip (" + what + "); it is truncated or damaged: save or copy it " +
                             "again");
   };
+  try {
+    check_zip_records(bytes);
+  } catch (const std::runtime_error& e) {
+    throw checkpoint_error(name + ": is corrupt: " + e.what() + "; use an older copy or checkpoint");
+  }
   try {
     caffe2::serialize::PyTorchStreamReader zip(std::make_shared<bounded_read_adapter>(bytes));
     if (zip.hasRecord("byteorder")) {
