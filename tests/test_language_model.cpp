@@ -73,6 +73,20 @@ TEST(CharacterVocabulary, PreparesNanoGptsSplitAndRoundTrips) {
   EXPECT_NE(tp_test::message_of([&] { v.encode("x"); }).find("not in the vocabulary"), std::string::npos);
   lm_write(dir.path / "latin1.txt", "caf\xe9!");
   EXPECT_NE(tp_test::message_of([&] { tp::data::prepare_character_tokens(dir.path / "latin1.txt", dir.path / "x"); }).find("not UTF-8"), std::string::npos);
+  // Prepared again into the same folder: the same text keeps the files; another text is refused
+  // and changes nothing (a run's vocabulary is what its checkpoints mean).
+  const auto before = tp_test::read_all(prepared.vocabulary_file) + tp_test::read_all(prepared.train) + tp_test::read_all(prepared.val);
+  (void)tp::data::prepare_character_tokens(dir.path / "input.txt", dir.path / "data");
+  lm_write(dir.path / "other.txt", "another text, other characters: xyz\n");
+  EXPECT_NE(tp_test::message_of([&] { tp::data::prepare_character_tokens(dir.path / "other.txt", dir.path / "data"); })
+                .find("data holds the tokens of another text (its vocab.json is not what"),
+            std::string::npos);
+  EXPECT_EQ(tp_test::read_all(prepared.vocabulary_file) + tp_test::read_all(prepared.train) + tp_test::read_all(prepared.val), before);
+  // A folder or a device as the text: named, before reading.
+  EXPECT_NE(tp_test::message_of([&] { tp::data::prepare_character_tokens(dir.path, dir.path / "y"); }).find("is a folder, not a file"),
+            std::string::npos);
+  EXPECT_NE(tp_test::message_of([&] { tp::data::prepare_character_tokens("/dev/zero", dir.path / "y"); }).find("'/dev/zero' is not a regular file"),
+            std::string::npos);
   lm_write(dir.path / "bad.json", "{\"vocab_size\": 2, \"chars\": [\"b\", \"a\"]}");
   EXPECT_NE(tp_test::message_of([&] { tp::data::CharacterVocabulary::load(dir.path / "bad.json"); }).find("code-point order"), std::string::npos);
 }

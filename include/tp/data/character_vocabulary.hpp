@@ -69,7 +69,15 @@ inline void append_utf8(std::string& out, char32_t c) {
   }
 }
 
+// A whole file, or a message naming it: a folder or a device (/dev/zero never ends) is refused
+// before reading, not found out by the stream library's own words or an allocation failure.
 inline std::string read_whole_file(const std::filesystem::path& path, const char* who) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
+    throw std::invalid_argument(std::string(who) + ": '" + path.string() + "' is a folder, not a file; name a file in it");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw std::invalid_argument(std::string(who) + ": '" + path.string() + "' is not a regular file (a device, a pipe or a socket); name a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument(std::string(who) + ": cannot read '" + path.string() + "'");
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -111,10 +119,12 @@ class CharacterVocabulary {
     return CharacterVocabulary(std::move(chars));
   }
 
-  void save(const std::filesystem::path& path) const {
+  void save(const std::filesystem::path& path) const { tp::detail::write_file_atomically(path, json()); }
+  // What save writes.
+  std::string json() const {
     nlohmann::json chars = nlohmann::json::array();
     for (const auto c : chars_) chars.push_back(decode_one(c));
-    tp::detail::write_file_atomically(path, nlohmann::json{{"vocab_size", size()}, {"chars", chars}}.dump() + "\n");
+    return nlohmann::json{{"vocab_size", size()}, {"chars", chars}}.dump() + "\n";
   }
 
   std::int64_t size() const noexcept { return static_cast<std::int64_t>(chars_.size()); }
@@ -173,20 +183,23 @@ struct prepared_tokens {
 };
 
 namespace detail {
-inline void write_tokens(const std::filesystem::path& path, const std::vector<std::uint16_t>& ids, std::size_t first, std::size_t last) {
+inline std::string token_bytes(const std::vector<std::uint16_t>& ids, std::size_t first, std::size_t last) {
   std::string bytes;
   bytes.reserve(2 * (last - first));
   for (std::size_t i = first; i < last; ++i) {
     bytes += static_cast<char>(ids[i] & 0xff);  // little-endian, whatever the machine
     bytes += static_cast<char>(ids[i] >> 8);
   }
-  tp::detail::write_file_atomically(path, bytes);
+  return bytes;
 }
 }  // namespace detail
 
 // Encodes a UTF-8 text file with its own character vocabulary into `dir` (made if missing):
 // train.bin holds the first train_fraction of its characters, val.bin the rest (nanoGPT's
-// prepare.py for shakespeare_char: 0.9), vocab.json the vocabulary.
+// prepare.py for shakespeare_char: 0.9), vocab.json the vocabulary. Files already there are
+// kept when they hold what this text gives (a run started again); when one holds another
+// text's, nothing is written and the error says which (a run's vocabulary is what its
+// checkpoints' token ids mean).
 inline prepared_tokens prepare_character_tokens(const std::filesystem::path& text, const std::filesystem::path& dir,
                                                 double train_fraction = 0.9) {
   if (!(train_fraction > 0 && train_fraction < 1))
@@ -198,11 +211,23 @@ inline prepared_tokens prepare_character_tokens(const std::filesystem::path& tex
   if (split == 0 || split == ids.size())
     throw std::invalid_argument("tp::data::prepare_character_tokens: '" + text.string() + "' has " + std::to_string(ids.size()) +
                                 " characters, too few to split into training and validation text");
-  std::filesystem::create_directories(dir);
   prepared_tokens out{dir / "train.bin", dir / "val.bin", dir / "vocab.json", std::move(vocabulary)};
-  detail::write_tokens(out.train, ids, 0, split);
-  detail::write_tokens(out.val, ids, split, ids.size());
-  out.vocabulary.save(out.vocabulary_file);
+  const std::pair<std::filesystem::path, std::string> files[] = {
+      {out.vocabulary_file, out.vocabulary.json()}, {out.train, detail::token_bytes(ids, 0, split)}, {out.val, detail::token_bytes(ids, split, ids.size())}};
+  for (const auto& [path, bytes] : files) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) &&
+        detail::read_whole_file(path, "tp::data::prepare_character_tokens") != bytes)
+      throw std::invalid_argument("tp::data::prepare_character_tokens: " + dir.string() + " holds the tokens of another text (its " +
+                                  path.filename().string() + " is not what '" + text.string() +
+                                  "' gives), which its checkpoints were trained on: prepare this text in another folder, or remove " +
+                                  dir.string() + " if that run is no longer needed");
+  }
+  std::filesystem::create_directories(dir);
+  for (const auto& [path, bytes] : files) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) tp::detail::write_file_atomically(path, bytes);
+  }
   return out;
 }
 

@@ -87,16 +87,15 @@ inline bool image_member(const std::string& ext) { return ext == "jpg" || ext ==
 // One open shard, member by member. Every failure is a bad_file naming the shard.
 class tar_reader {
  public:
-  explicit tar_reader(std::string path) : path_(std::move(path)), archive_(archive_read_new()) {
-    if (!archive_) throw std::bad_alloc();
-    archive_read_support_format_tar(archive_);
-    archive_read_support_filter_all(archive_);  // train-000000.tar.gz reads too
+  explicit tar_reader(std::string path) : path_(std::move(path)), handle_(archive_read_new()) {
+    if (!handle_) throw std::bad_alloc();
+    archive_read_support_format_tar(handle_.get());
+    archive_read_support_filter_all(handle_.get());  // train-000000.tar.gz reads too
     std::error_code error;
     if (!std::filesystem::is_regular_file(path_, error)) fail("missing; no such shard file");
     if (std::filesystem::file_size(path_, error) == 0) fail("is empty; the shard was never written");
-    if (archive_read_open_filename(archive_, path_.c_str(), 1 << 16) != ARCHIVE_OK) fail("is not a tar file, or cannot be read");
+    if (archive_read_open_filename(handle_.get(), path_.c_str(), 1 << 16) != ARCHIVE_OK) fail("is not a tar file, or cannot be read");
   }
-  ~tar_reader() { archive_read_free(archive_); }
   tar_reader(const tar_reader&) = delete;
   tar_reader& operator=(const tar_reader&) = delete;
 
@@ -105,11 +104,11 @@ class tar_reader {
   bool next(std::string& key, std::string& ext) {
     for (;;) {
       archive_entry* entry = nullptr;
-      const int status = archive_read_next_header(archive_, &entry);
+      const int status = archive_read_next_header(handle_.get(), &entry);
       if (status == ARCHIVE_EOF) {
         // libarchive ends quietly where a member ends and so does the file; a whole tar ends
         // with zero blocks (its end-of-archive marker), which it reads past.
-        if (archive_filter_bytes(archive_, 0) <= archive_read_header_position(archive_))
+        if (archive_filter_bytes(handle_.get(), 0) <= archive_read_header_position(handle_.get()))
           fail(last_.empty() ? "holds no member and no end-of-archive marker" : "cut short after member " + last_ + " (no end-of-archive marker follows)");
         return false;
       }
@@ -132,14 +131,14 @@ class tar_reader {
     std::vector<std::uint8_t> bytes(static_cast<std::size_t>(std::max<std::int64_t>(size_, 0)));
     std::size_t got = 0;
     while (got < bytes.size()) {
-      const auto n = archive_read_data(archive_, bytes.data() + got, bytes.size() - got);
+      const auto n = archive_read_data(handle_.get(), bytes.data() + got, bytes.size() - got);
       if (n <= 0) fail("cut short in member " + last_);
       got += static_cast<std::size_t>(n);
     }
     return bytes;
   }
   [[noreturn]] void fail(const std::string& what) const {
-    const char* why = archive_ ? archive_error_string(archive_) : nullptr;
+    const char* why = handle_ ? archive_error_string(handle_.get()) : nullptr;
     throw bad_file(path_, what + (why ? std::string(" (libarchive: ") + why + ")" : std::string()) +
                               (what.starts_with("cut short") ? "; the shard was not fully written or copied" : ""));
   }
@@ -147,7 +146,11 @@ class tar_reader {
 
  private:
   std::string path_;
-  archive* archive_ = nullptr;
+  // Freed by its owner, also when the constructor throws (a bad shard): fuzzing found the leak.
+  struct archive_free {
+    void operator()(archive* a) const noexcept { archive_read_free(a); }
+  };
+  std::unique_ptr<archive, archive_free> handle_;
   std::string last_;
   std::int64_t size_ = 0;
 };
