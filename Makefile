@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 CMAKE_ARGS ?=
 
-.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize fuzz docs clean
+.PHONY: setup configure demo test suite compile-checks test-debian13 bench sanitize fuzz fuzz-here docs clean
 
 setup:
 	@bash scripts/setup.sh
@@ -67,8 +67,17 @@ sanitize: setup
 
 # The libFuzzer targets of fuzz/ (the torch.save reader, checkpoint manifests, tar shards, JPEG,
 # PNG), built with clang, each run for FUZZ_RUNS inputs from its seed corpus (scripts/fuzz.sh).
+# Debian 12's clang 14 cannot compile LibTorch's headers as C++20: there, the targets build and
+# run in the Debian 13 root of make test-debian13 (clang 19; needs root).
 FUZZ_RUNS ?= 20000
+CLANG_MAJOR := $(shell clang++ -dumpversion 2>/dev/null | cut -d. -f1)
 fuzz: setup
+	@if [ -z "$(CLANG_MAJOR)" ] || [ "$(CLANG_MAJOR)" -lt 15 ]; then \
+	  echo "make fuzz: clang $(CLANG_MAJOR) here cannot compile LibTorch's headers as C++20; the fuzz targets run in the Debian 13 root"; \
+	  FUZZ_RUNS=$(FUZZ_RUNS) TP_DEBIAN13_STAGES=fuzz bash scripts/debian13.sh; \
+	else $(MAKE) --no-print-directory fuzz-here; fi
+
+fuzz-here:
 	@CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DTP_FUZZ=ON -DTP_BUILD_TESTS=OFF -DTP_BUILD_EXAMPLES=OFF -DTP_BUILD_BENCH=OFF > $(BUILD)-fuzz.configure.log 2>&1 || { cat $(BUILD)-fuzz.configure.log; exit 1; }
 	@bash scripts/timed.sh "fuzz build" cmake --build $(BUILD)-fuzz --target fuzzers -j $(JOBS)
 	@bash scripts/timed.sh "fuzz ($(FUZZ_RUNS) inputs each)" bash scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_RUNS)

@@ -13,8 +13,8 @@ crashes=$build/fuzz-crashes
 mkdir -p "$crashes"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1" UBSAN_OPTIONS="print_stacktrace=1"
-for target in pickle checkpoint tar jpeg png; do
+export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" UBSAN_OPTIONS="print_stacktrace=1"
+for target in ${FUZZ_TARGETS:-pickle checkpoint tar jpeg png}; do
   program=$build/fuzz/fuzz_$target
   regressions=$source_dir/fuzz/regressions/$target
   if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then

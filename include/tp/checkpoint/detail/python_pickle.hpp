@@ -21,7 +21,6 @@
 #include <torch/types.h>
 
 #include <tp/checkpoint/checkpoint_error.hpp>
-#include <tp/checkpoint/detail/zip_records.hpp>
 #include <tp/compiled_part.hpp>
 
 namespace tp::detail {
@@ -161,8 +160,13 @@ TP_DECL c10::IValue to_ivalue(const py_value& value, const std::string& path);
 #include <stdexcept>
 #include <unordered_map>
 
+#include <optional>
+
+#include <c10/core/CPUAllocator.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+
+#include <tp/checkpoint/detail/zip_records.hpp>
 
 namespace tp::detail {
 
@@ -172,7 +176,7 @@ class python_unpickler {
   using list_type = py_value::list_type;
 
  public:
-  python_unpickler(std::string_view pickle, const std::string& name, caffe2::serialize::PyTorchStreamReader& zip)
+  python_unpickler(std::string_view pickle, const std::string& name, const zip_records& zip)
       : in_(pickle), name_(name), zip_(zip) {}
 
   py_value read() {
@@ -474,9 +478,11 @@ class python_unpickler {
     if (dtype == dtypes.end()) fail("a storage is a " + type + ", which this reader does not support");
     auto found = storages_.find(key);
     if (found == storages_.end()) {
-      if (!zip_.hasRecord("data/" + key)) fail("its storage data/" + key + " is missing from the zip");
-      auto [data, bytes] = zip_.getRecord("data/" + key);
-      found = storages_.emplace(key, c10::Storage(c10::Storage::use_byte_size_t(), bytes, std::move(data), nullptr, false)).first;
+      const auto record = zip_.find("data/" + key);
+      if (!record) fail("its storage data/" + key + " is missing from the zip");
+      auto data = c10::GetCPUAllocator()->allocate(record->size());
+      if (!record->empty()) std::memcpy(data.get(), record->data(), record->size());
+      found = storages_.emplace(key, c10::Storage(c10::Storage::use_byte_size_t(), record->size(), std::move(data), nullptr, false)).first;
     }
     const auto& storage = found->second;
     const auto item = c10::elementSize(dtype->second);
@@ -526,28 +532,11 @@ class python_unpickler {
   std::string_view in_;
   std::size_t pos_ = 0, at_ = 0;  // where the next opcode is, where this one began
   const std::string& name_;
-  caffe2::serialize::PyTorchStreamReader& zip_;
+  const zip_records& zip_;
   list_type stack_, made_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, py_value> memo_;
   std::unordered_map<std::string, c10::Storage> storages_;
-};
-
-// Reads no further than its bytes: LibTorch's MemoryReadAdapter would copy past their end if a
-// damaged zip's directory asked it to.
-class bounded_read_adapter final : public caffe2::serialize::ReadAdapterInterface {
- public:
-  explicit bounded_read_adapter(std::string_view bytes) : bytes_(bytes) {}
-  std::size_t size() const override { return bytes_.size(); }
-  std::size_t read(std::uint64_t pos, void* buf, std::size_t n, const char* = "") const override {
-    if (pos >= bytes_.size()) return 0;
-    n = static_cast<std::size_t>(std::min<std::uint64_t>(n, bytes_.size() - pos));
-    std::memcpy(buf, bytes_.data() + pos, n);
-    return n;
-  }
-
- private:
-  std::string_view bytes_;
 };
 
 TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& name) {
@@ -563,27 +552,26 @@ TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& na
     return checkpoint_error(name + ": is not a readable torch.save zip (" + what + "); it is truncated or damaged: save or copy it " +
                             "again");
   };
+  std::optional<zip_records> zip;
   try {
-    check_zip_records(bytes);
+    zip.emplace(bytes);
+  } catch (const std::invalid_argument& e) {
+    throw damaged(e.what());
   } catch (const std::runtime_error& e) {
     throw checkpoint_error(name + ": is corrupt: " + e.what() + "; use an older copy or checkpoint");
   }
   try {
-    caffe2::serialize::PyTorchStreamReader zip(std::make_shared<bounded_read_adapter>(bytes));
-    if (zip.hasRecord("byteorder")) {
-      const auto [order, n] = zip.getRecord("byteorder");
-      if (std::string_view(static_cast<const char*>(order.get()), n) != "little")
-        throw checkpoint_error(name + ": was saved on a big-endian machine, which this reader does not support; save it again on a " +
-                               "little-endian one");
-    }
-    if (!zip.hasRecord("data.pkl")) throw damaged("it has no data.pkl");
-    const auto [pickle, n] = zip.getRecord("data.pkl");
-    return python_unpickler(std::string_view(static_cast<const char*>(pickle.get()), n), name, zip).read();
+    if (const auto order = zip->find("byteorder"); order && *order != "little")
+      throw checkpoint_error(name + ": was saved on a big-endian machine, which this reader does not support; save it again on a " +
+                             "little-endian one");
+    const auto pickle = zip->find("data.pkl");
+    if (!pickle) throw damaged("it has no data.pkl");
+    return python_unpickler(*pickle, name, *zip).read();
   } catch (const checkpoint_error&) {
     throw;
   } catch (const c10::Error& e) {
     throw damaged(e.what_without_backtrace());
-  } catch (const std::logic_error& e) {  // the zip reader's parse of its version record throws std::invalid_argument
+  } catch (const std::logic_error& e) {  // std::out_of_range and the like, from what the file holds
     throw damaged(e.what());
   }
 }
