@@ -327,6 +327,9 @@ Distribution with_update(Distribution d, const flags& f, int micro_batches) {
   if constexpr (requires { d.compress_parameters(torch::kBFloat16); })  // bf16 computes with bf16 weights: gather them so
     if (f.precision == "bf16") d.compress_parameters(torch::kBFloat16);
   if (micro_batches > 1) d.accumulate(micro_batches);
+  // Dropout keyed by (seed, step, global micro-batch), as the windows are: a run on many ranks
+  // resumes to its own bits, and a micro-batch's masks do not depend on which rank runs it.
+  d.keyed_randomness(f.seed);
   return d;
 }
 

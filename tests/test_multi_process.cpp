@@ -226,9 +226,30 @@ void expect_kills_lose_nothing(const std::string& name, std::vector<std::string>
 }
 TEST(MultiProcessGloo, EveryRankKilledThenResumedEndsWithTheUninterruptedBits) { expect_kills_lose_nothing("resume", {}); }
 // Sharded, each rank writes its own part of every checkpoint: a kill may leave a checkpoint
-// whose parts are not all there, which resuming passes over.
+// whose parts are not all there, which resuming passes over. With dropout, each rank seeded
+// apart: the step's randomness keyed by (seed, step, micro-batch) needs no rank's generator in
+// the checkpoint (only rank 0's is there).
 TEST(MultiProcessGloo, EveryShardedRankKilledThenResumedEndsWithTheUninterruptedBits) {
-  expect_kills_lose_nothing("resume_sharded", {"--shard", "gradients", "--optimizer", "adam"});
+  expect_kills_lose_nothing("resume_sharded", {"--shard", "gradients", "--optimizer", "adam", "--dropout", "0.2", "--keyed", "7"});
+}
+
+// Fewer validation examples than ranks: each rank's equal share is empty, which is refused
+// before the first step, on every rank, not at the first epoch's end.
+TEST(MultiProcessGloo, ValidationWithFewerExamplesThanRanksIsRefusedAtStart) {
+  TempDir dir("val_share");
+  auto some = start_ranks(2, {"--steps", "5", "--val-examples", "3", "--out", (dir.path / "w").string()}, tp::free_local_port());
+  for (auto& r : some) {
+    r.finish();
+    EXPECT_TRUE(r.succeeded()) << r.output;
+  }
+  EXPECT_NE(some[0].output.find("epoch 1 val_loss "), std::string::npos) << some[0].output;
+  auto none = start_ranks(2, {"--steps", "5", "--val-examples", "1", "--out", (dir.path / "w").string()}, tp::free_local_port());
+  for (auto& r : none) {
+    r.finish();
+    EXPECT_FALSE(r.succeeded()) << r.output;
+    EXPECT_NE(r.output.find("the validation dataflow is empty on every one of the 2 processes"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
+  }
 }
 
 // --- resuming on another number of ranks ----------------------------------------------------------

@@ -377,6 +377,30 @@ TEST(Policies, TowerWithoutOptimizerTrainsWithAUserStep) {
 }
 
 // The update options: set whole or one at a time, checked where they are set, in the policy's name.
+// With keyed randomness the step's dropout depends on (seed, step, micro-batch) only, not on
+// the generator's state, which is put back after each micro-batch's forward: what draws outside
+// the step draws as without the option. Without it, the generator decides the masks.
+TEST(Policies, KeyedRandomnessKeysTheStepsDropoutByPlaceAndLeavesTheGeneratorAlone) {
+  const auto trained = [](bool keyed, std::uint64_t generator_seed, torch::Tensor* drawn_after = nullptr) {
+    auto policy = tp::SingleDevice().accumulate(2);
+    if (keyed) policy.keyed_randomness(3);
+    tp::Trainer trainer(tp::FeedInput(tp_test::mlp_flow()), tp_test::mlp_desc(), std::move(policy), tp::TrainOptions().steps_per_epoch(4).max_epoch(2));
+    torch::manual_seed(generator_seed);
+    trainer.train();
+    if (drawn_after) *drawn_after = torch::rand({4});
+    return tp_test::weights_of(trainer);
+  };
+  torch::Tensor drawn;
+  const auto a = trained(true, 100, &drawn), b = trained(true, 200);
+  tp_test::expect_bitwise_equal(a, b);
+  torch::manual_seed(100);
+  EXPECT_TRUE(torch::equal(drawn, torch::rand({4}))) << "the generator is not as the step found it";
+  const auto c = trained(false, 100), d = trained(false, 200);
+  EXPECT_FALSE(torch::equal(c[0], d[0])) << "without keys, dropout follows the generator";
+  const auto message = tp_test::error_message_of<std::invalid_argument>([] { tp::Replicated<>::cpu(2).update(tp::UpdateOptions().keyed_randomness(1)); });
+  EXPECT_NE(message.find("tp::Replicated: keyed_randomness keys the default generators"), std::string::npos) << message;
+}
+
 TEST(Policies, ShareTheUpdateOptions) {
   const auto options = tp::UpdateOptions().accumulate(3).bucket_bytes(1024).gradients(tp::GradientProcessing().record_norm());
   auto replicated = tp::Replicated<>::cpu(2).update(options);

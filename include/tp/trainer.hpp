@@ -86,7 +86,12 @@ class Trainer {
   // Trains with the distribution policy's default step.
   train_outcome train() {
     if constexpr (detail::check_default_step<DistributionPolicy, TowerPolicy, InputPolicy>())
-      return loop([](Trainer& t) { return t.replicas_.run_step(t.tower_, t.input_); }, /*user_step=*/false);
+      return loop(
+          [](Trainer& t) {
+            if constexpr (requires { t.replicas_.at_step(std::int64_t{}); }) t.replicas_.at_step(t.position_.global_step);
+            return t.replicas_.run_step(t.tower_, t.input_);
+          },
+          /*user_step=*/false);
     else return {};
   }
 

@@ -6,6 +6,8 @@
 //   tp::Replicated<>::cpu(2).update(tp::UpdateOptions().accumulate(4).bucket_bytes(1 << 20))
 //   tp::Replicated<>::cpu(2).accumulate(4).bucket_bytes(1 << 20)
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,6 +26,13 @@ struct UpdateOptions {
   // The largest bucket of fused gradients, in bytes, for the policies that fuse them before
   // reducing (Replicated, ParameterServer, MultiProcess); the others have nothing to fuse.
   TORCH_ARG(std::size_t, bucket_bytes) = std::size_t{25} << 20;
+  // Randomness keyed by place: each micro-batch of the default step draws from the default
+  // generators seeded by (this seed, global step, global micro-batch index), so that a
+  // multi-process run with dropout resumes to the bits of the uninterrupted one and a
+  // micro-batch's masks do not depend on which rank runs it
+  // (policies/distribution/detail/keyed_randomness.hpp). SingleDevice and MultiProcess only:
+  // the other policies' towers share the generators between threads.
+  TORCH_ARG(std::optional<std::uint64_t>, keyed_randomness);
 
  public:
   // Throws std::invalid_argument saying which option is wrong and how to set it right; `owner`

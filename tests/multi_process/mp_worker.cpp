@@ -6,7 +6,7 @@
 //             [--die-once MARKER] [--step-ms M] [--accumulate K] [--loss-scale S] [--optimizer sgd|adam|nadam|lamb|lars|lbfgs]
 //             [--scripted MODEL.pt] [--steps-per-epoch E] [--ids 1] [--shard none|optimizer|gradients|parameters] [--clip NORM]
 //             [--units 1|3|4|5] [--recompute 1] [--depth D] [--bf16 1] [--ema 1] [--build-sharded 1] [--init-after 1]
-//             [--nan-at S]
+//             [--nan-at S] [--dropout P [--keyed SEED]] [--val-examples N]
 //
 // Writes the final weights, raw, to FILE.<rank> (FILE for --single). It prints "step N" after
 // each step. --die-rank/--die-at: that rank kills itself with SIGKILL after step S;
@@ -35,7 +35,10 @@
 // N units sharded, at most N bytes whole" at the start. --init-after 1: the model's parameters
 // are initialised again once the whole model is built (what build_sharded refuses). --units 5:
 // each hidden layer a unit, every one of them the same Linear (weights tied across units).
-// --nan-at S: the loss is NaN from step S on, with a tp::NumericsWatch.
+// --nan-at S: the loss is NaN from step S on, with a tp::NumericsWatch. --dropout P: a Dropout
+// after the first hidden layer, each rank's generator seeded apart; --keyed SEED: the step's
+// randomness keyed by place (UpdateOptions::keyed_randomness). --val-examples N: an
+// InferenceRunner on this rank's share of the first N examples; rank 0 prints "epoch E val_loss V".
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -45,6 +48,7 @@
 #include <mutex>
 #include <vector>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <tp/policies/comm/gloo.hpp>
@@ -61,6 +65,7 @@ namespace {
 
 // The ids of the examples this process trained on (the target's second column), when --ids.
 std::mutex ids_mutex;
+double dropout = 0;  // --dropout
 std::int64_t nan_at = 0, losses = 0;  // --nan-at; the losses computed so far (one a step: no accumulation)
 std::vector<long long> trained_ids;
 
@@ -136,6 +141,7 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
            const int outer = units == 4 || units == 5 ? 0 : units;  // --units 4 and 5: only the hidden layers are units
            m->push_back(layer(6, hidden, outer));
            m->push_back(torch::nn::Tanh());
+           if (dropout > 0) m->push_back(torch::nn::Dropout(dropout));
            torch::nn::Linear shared(hidden, hidden);  // --units 5: every hidden layer
            for (int i = 0; i < depth; ++i) {
              if (units == 5) m->push_back(tp::Sharded<torch::nn::Linear>(shared));
@@ -161,6 +167,14 @@ auto desc(double loss_scale, const std::string& optimizer, const std::string& sc
       .optimizer([optimizer](torch::nn::Sequential& m) { return make_optimizer(optimizer, m); })
       .precision(bf16 ? tp::precision::bf16_mixed : tp::precision::fp32));
 }
+
+// --val-examples: rank 0 prints the validation loss.
+struct print_val {
+  template <class Trainer>
+  void on_scalar(Trainer& trainer, std::string_view name, double value) {
+    if (trainer.is_chief() && name == "val_loss") std::printf("epoch %d val_loss %.9g\n", trainer.epoch_num(), value);
+  }
+};
 
 void print_loss_scale(auto& trainer) {
   if (const auto* scaler = trainer.tower().loss_scaler())
@@ -207,6 +221,7 @@ int main(int argc, char** argv) try {
   }
 
   const auto env = tp::read_process_environment();
+  dropout = std::stod(get("--dropout", "0"));
   auto distribution = tp::MultiProcess<tp::backend::Gloo>(env)
                           .timeout(std::chrono::milliseconds(std::stoll(get("--timeout-ms", "60000"))))
                           .overlap(get("--overlap", "1") == "1")
@@ -224,6 +239,7 @@ int main(int argc, char** argv) try {
   const bool bf16 = get("--bf16", "0") == "1";
   if (bf16) distribution.compress_parameters(torch::kBFloat16);
   if (get("--build-sharded", "0") == "1") distribution.build_sharded();
+  if (flags.count("--keyed")) distribution.keyed_randomness(std::stoull(flags["--keyed"]));
   if (flags.count("--clip")) distribution.gradients(tp::GradientProcessing().clip_global_norm(std::stod(flags["--clip"])));
   Step step{env.rank, std::stoll(get("--die-at", "0")), std::stoll(get("--stall-at", "0")),
             get("--die-rank", "-1") == std::to_string(env.rank), get("--stall-rank", "-1") == std::to_string(env.rank),
@@ -234,6 +250,9 @@ int main(int argc, char** argv) try {
     const int hidden = get("--narrow-rank", "-1") == std::to_string(env.rank) ? 16 : std::stoi(get("--hidden", "32"));
     tp::Trainer trainer(tp::FeedInput(std::move(flow)), desc(loss_scale, optimizer, scripted, hidden, units, std::stoi(get("--depth", "0")), bf16, get("--init-after", "0") == "1"), std::move(distribution), options,
                         step, std::move(saver)...);
+    // Each rank's own generator once the model is built (the same on every rank), as a user
+    // seeds them: a resume restores rank 0's only.
+    if (dropout > 0) torch::manual_seed(100 + static_cast<std::uint64_t>(env.rank));
     if (trainer.replicas().units_built_sharded() > 0)
       std::printf("built %lld units sharded, at most %lld bytes whole\n", static_cast<long long>(trainer.replicas().units_built_sharded()),
                   static_cast<long long>(trainer.replicas().largest_unit_built_bytes()));
@@ -262,6 +281,15 @@ int main(int argc, char** argv) try {
   if (get("--ema", "0") == "1") return train(tp::WeightEMA(0.9));
   nan_at = std::stoll(get("--nan-at", "0"));
   if (nan_at > 0) return train(tp::NumericsWatch());
+  if (flags.count("--val-examples")) {
+    const auto n = std::stoll(flags["--val-examples"]);
+    // The first n examples, this rank's share of them, at every epoch's end: printed by rank 0.
+    auto val = tp::data::examples(x.slice(0, 0, n), y.slice(0, 0, n)) | tp::data::shard(env.rank, env.world_size) | tp::data::batch(batch);
+    auto mse = [](torch::nn::Sequential& m, const torch::data::Example<>& b) {
+      return tp::outputs{{"loss", torch::mse_loss(m->forward(b.data), b.target.slice(1, 0, 1))}};
+    };
+    return train(tp::InferenceRunner(std::move(val), mse, tp::ScalarStats({"loss"}, "val_")), print_val{});
+  }
   if (logdir.empty()) return train();
   return train(tp::ModelSaver(logdir).every_n_steps(std::stoll(get("--save-every", "4"))).keep_last(3));
 } catch (const std::exception& e) {

@@ -27,6 +27,7 @@
 #include <torch/types.h>
 
 #include <tp/batch.hpp>
+#include <tp/data/length.hpp>
 #include <tp/precision.hpp>
 
 namespace tp {
@@ -123,10 +124,12 @@ struct batch_share {
 // Runs `infer` on the batches of `dataflow` (this process's share of them) without gradients,
 // in the given precision and memory format, on the model's device, and feeds the outputs to
 // the inferencers. Returns their results and the number of examples. What InferenceRunner and
-// tp::evaluate share.
+// tp::evaluate share. `may_be_empty`: a share with no batch is no error (one rank of many, whose
+// results weigh nothing; the caller checks the sum).
 template <class Model, class Dataflow, class Infer, class Inferencers>
 std::pair<std::map<std::string, double>, std::int64_t> run_inference(Model& model, Dataflow& dataflow, Infer& infer, Inferencers& inferencers,
-                                                                     compute_format format, const char* who, batch_share share = {}) {
+                                                                     compute_format format, const char* who, batch_share share = {},
+                                                                     bool may_be_empty = false) {
   torch::NoGradGuard no_grad;
   std::apply([](auto&... inf) { (inf.start(), ...); }, inferencers);
   std::int64_t index = 0, examples = 0;
@@ -145,7 +148,7 @@ std::pair<std::map<std::string, double>, std::int64_t> run_inference(Model& mode
     std::apply([&](auto&... inf) { (inf.add(out, n), ...); }, inferencers);
     examples += n;
   }
-  if (index == 0) throw std::runtime_error(std::string("tp::") + who + ": the dataflow gave no batch");
+  if (index == 0 && !may_be_empty) throw std::runtime_error(std::string("tp::") + who + ": the dataflow gave no batch");
   std::map<std::string, double> results;
   std::apply([&](auto&... inf) { (results.merge(inf.result()), ...); }, inferencers);
   return {results, examples};
@@ -158,6 +161,22 @@ class InferenceRunner {
   InferenceRunner(Dataflow dataflow, Infer infer, Inferencers... inferencers)
       : dataflow_(std::move(dataflow)), infer_(std::move(infer)), inferencers_(std::move(inferencers)...) {}
 
+  // A dataflow that says it is empty (on every process) is refused before any step is trained,
+  // rather than at the first epoch's end.
+  template <class Trainer>
+  void before_train(Trainer& trainer) {
+    const auto items = data::items_per_pass(dataflow_);
+    std::vector<double> counts{items ? static_cast<double>(*items) : 0.0, items ? 0.0 : 1.0};  // items; processes that cannot tell
+    trainer.sum_across_processes(counts);
+    if (counts[1] == 0 && counts[0] == 0)
+      throw std::invalid_argument(std::string("tp::InferenceRunner: the validation dataflow is empty") +
+                                  (trainer.process_count() > 1 ? " on every one of the " + std::to_string(trainer.process_count()) +
+                                                                     " processes (tp::data::shard gives each an equal share of a sized "
+                                                                     "dataflow: it needs at least one example per process)"
+                                                               : "") +
+                                  ": give it at least one batch of examples");
+  }
+
   template <class Trainer>
   void after_epoch(Trainer& trainer) {
     auto& model = trainer.model();
@@ -167,12 +186,16 @@ class InferenceRunner {
     } restore{model};
     (*model).eval();
     // Validation computes as training does: in the tower's precision and memory format.
-    auto [results, examples] = detail::run_inference(model, dataflow_, infer_, inferencers_, compute_format_of(trainer.tower()), "InferenceRunner");
-    if (trainer.process_count() > 1) {
+    // A process whose share is empty (more ranks than validation batches) weighs nothing.
+    const bool many = trainer.process_count() > 1;
+    auto [results, examples] =
+        detail::run_inference(model, dataflow_, infer_, inferencers_, compute_format_of(trainer.tower()), "InferenceRunner", {}, many);
+    if (many) {
       // Each process evaluated its own share: weigh each one's results by its examples.
       std::vector<double> sums{static_cast<double>(examples)};
       for (const auto& [name, value] : results) sums.push_back(value * static_cast<double>(examples));
       trainer.sum_across_processes(sums);
+      if (sums[0] == 0) throw std::runtime_error("tp::InferenceRunner: the dataflow gave no batch on any of the " + std::to_string(trainer.process_count()) + " processes");
       std::size_t i = 1;
       for (auto& [name, value] : results) value = sums[0] > 0 ? sums[i++] / sums[0] : 0.0;
     }

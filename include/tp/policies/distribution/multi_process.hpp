@@ -56,6 +56,7 @@
 #include <tp/concepts/tower.hpp>
 #include <tp/checkpoint/state_dict.hpp>
 #include <tp/checkpoint/state_tree.hpp>
+#include <tp/policies/distribution/detail/keyed_randomness.hpp>
 #include <tp/policies/distribution/detail/micro_batches.hpp>
 #include <tp/policies/distribution/detail/overlapping_reducer.hpp>
 #include <tp/policies/distribution/detail/parameter_units.hpp>
@@ -78,7 +79,7 @@ namespace tp {
 enum class sharding { none, optimizer_state, gradients, parameters };
 
 template <class Backend>
-class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGradients=*/true> {
+class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGradients=*/true, /*KeysRandomness=*/true> {
  public:
   static constexpr const char* policy_name = "MultiProcess";
 
@@ -263,11 +264,13 @@ class MultiProcess : public detail::policy_base<MultiProcess<Backend>, /*FusesGr
       const double scale = detail::loss_scale(this->scaler_);
       const auto launched_before = reducer_->launched();
       torch::Tensor cost;
+      std::int64_t micro = std::int64_t{env_.rank} * this->micro_batches();  // the global index, as TokenWindows numbers them
       try {
         // The buckets' all-reduces start from the gradient hooks of the last micro-batch's
         // backward: the earlier ones only accumulate.
         cost = detail::over_micro_batches(this->micro_batches(), scale, [&](bool last) {
           const auto batch = detail::next_batch_on(input, device_);
+          const detail::keyed_generators keyed(this->update_.keyed_randomness(), device_, this->step_, micro++);
           auto micro_cost = detail::run_tower(tower, ctx, model_, batch);
           if (last) early_all_reduces_ += reducer_->launched() - launched_before;
           reducer_->arm(last);

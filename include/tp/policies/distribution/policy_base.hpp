@@ -4,6 +4,9 @@
 // name, so a wrong value fails where it is written. Policy gives `policy_name` (for messages)
 // and `Replicas<Tower>`, built from (Tower&, const Policy&).
 #include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <tp/gradient_processing.hpp>
@@ -12,12 +15,18 @@
 namespace tp::detail {
 
 // FusesGradients: the policy fuses gradients into buckets, so it has bucket_bytes().
-template <class Policy, bool FusesGradients = false>
+// KeysRandomness: its default step runs the micro-batches on one thread, so it has
+// keyed_randomness() (policies/distribution/detail/keyed_randomness.hpp).
+template <class Policy, bool FusesGradients = false, bool KeysRandomness = false>
 class policy_base {
  public:
   // All the update options at once.
   Policy& update(UpdateOptions options) {
     options.validate(Policy::policy_name);
+    if (!KeysRandomness && options.keyed_randomness())
+      throw std::invalid_argument("tp::" + std::string(Policy::policy_name) +
+                                  ": keyed_randomness keys the default generators, which this policy's towers share between their threads; "
+                                  "use tp::SingleDevice or tp::MultiProcess (one process per device) for randomness keyed by micro-batch");
     update_ = std::move(options);
     return static_cast<Policy&>(*this);
   }
@@ -41,6 +50,16 @@ class policy_base {
   {
     auto next = update_;
     next.bucket_bytes(bytes);
+    return update(std::move(next));
+  }
+
+  // Each micro-batch draws its random numbers from generators seeded by (seed, global step,
+  // global micro-batch index): see UpdateOptions::keyed_randomness.
+  Policy& keyed_randomness(std::uint64_t seed)
+    requires KeysRandomness
+  {
+    auto next = update_;
+    next.keyed_randomness(seed);
     return update(std::move(next));
   }
 

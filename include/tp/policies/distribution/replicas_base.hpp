@@ -4,6 +4,7 @@
 // A tower without an optimizer factory (a run with its own step) gets none: for_each_optimizer
 // visits none, optimizer() does not exist, and the default step (run_step) requires a
 // trainable_tower. The derived replicas add the models and the step.
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
@@ -52,6 +53,9 @@ class replicas_base {
   // Batches the default step takes from the input: one per micro-batch (tower_replicas: per
   // tower too). What steps_per_epoch's default, one pass of the input, is counted in.
   int batches_per_step() const noexcept { return update_.accumulate(); }
+  // The global step the next run_step is (the trainer says so before each): what keyed
+  // randomness keys by.
+  void at_step(std::int64_t global_step) noexcept { step_ = global_step; }
   // Calls f on every optimizer: what hyperparameter setters go through.
   template <class F>
   void for_each_optimizer(F&& f) {
@@ -85,6 +89,7 @@ class replicas_base {
   }
 
   UpdateOptions update_;
+  std::int64_t step_ = 0;           // the global step under way (at_step)
   LossScaler* scaler_;              // the tower policy's (or none), which outlives the replicas
   std::vector<std::string> names_;  // the gradients' names, for messages
   // A deque: adding one moves none of the others (the references handed out stay good).

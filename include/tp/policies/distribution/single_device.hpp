@@ -10,6 +10,7 @@
 
 #include <tp/compiled_part.hpp>
 #include <tp/concepts/tower.hpp>
+#include <tp/policies/distribution/detail/keyed_randomness.hpp>
 #include <tp/policies/distribution/detail/micro_batches.hpp>
 #include <tp/policies/distribution/policy_base.hpp>
 #include <tp/policies/distribution/replicas_base.hpp>
@@ -19,7 +20,7 @@
 
 namespace tp {
 
-class SingleDevice : public detail::policy_base<SingleDevice> {
+class SingleDevice : public detail::policy_base<SingleDevice, /*FusesGradients=*/false, /*KeysRandomness=*/true> {
  public:
   static constexpr const char* policy_name = "SingleDevice";
 
@@ -58,8 +59,10 @@ class SingleDevice : public detail::policy_base<SingleDevice> {
       auto& optimizer = this->optimizer();
       optimizer.zero_grad();
       const double scale = detail::loss_scale(this->scaler_);
+      int micro = 0;
       auto cost = detail::over_micro_batches(this->micro_batches(), scale, [&](bool) {
         const auto batch = detail::next_batch_on(input, device_);
+        const detail::keyed_generators keyed(this->update_.keyed_randomness(), device_, this->step_, micro++);
         return detail::run_tower(tower, ctx, model_, batch);
       });
       if (!this->process_gradients(model_, scale)) return cost;
