@@ -188,6 +188,27 @@ gpt::Config model_args_of(const tp::detail::py_value& ckpt, const std::string& s
   integer("vocab_size", c.vocab_size);
   if (const auto* v = args->find("bias")) c.bias = v->as_bool();
   if (const auto* v = args->find("dropout")) c.dropout = v->as_double();
+  if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.block_size < 1 || c.vocab_size < 1 || c.n_embd % c.n_head != 0)
+    throw tp::checkpoint_error(source + ": model_args (n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) + ", n_embd " +
+                               std::to_string(c.n_embd) + ", block_size " + std::to_string(c.block_size) + ", vocab_size " +
+                               std::to_string(c.vocab_size) + ") is no GPT: each must be >= 1 and n_embd a multiple of n_head");
+  // The sizes must be those of the weights beside them, checked before a model of those sizes
+  // is built: a damaged model_args could ask for terabytes.
+  const auto* weights = ckpt.find("model");
+  const auto shape_of = [&](const char* name) -> std::vector<std::int64_t> {
+    const auto* w = weights && weights->is_dict() ? weights->find(name) : nullptr;
+    if (!w && weights && weights->is_dict()) w = weights->find("_orig_mod." + std::string(name));  // saved by a torch.compile'd model
+    if (!w || w->type() != tp::detail::py_value::kind::tensor) throw tp::checkpoint_error(source + " has no tensor '" + std::string(name) + "' in its model");
+    return w->tensor().sizes().vec();
+  };
+  const auto expect = [&](const char* name, std::vector<std::int64_t> sizes) {
+    if (const auto found = shape_of(name); found != sizes)
+      throw tp::checkpoint_error(source + ": model_args says '" + name + "' is " + c10::str(c10::IntArrayRef(sizes)) + " but the weight is " +
+                                 c10::str(c10::IntArrayRef(found)) + ": the file is damaged, or its model_args are another model's");
+  };
+  expect("transformer.wte.weight", {c.vocab_size, c.n_embd});
+  expect("transformer.wpe.weight", {c.block_size, c.n_embd});
+  expect(("transformer.h." + std::to_string(c.n_layer - 1) + ".attn.c_attn.weight").c_str(), {3 * c.n_embd, c.n_embd});
   return c;
 }
 

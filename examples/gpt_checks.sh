@@ -7,7 +7,8 @@
 #                run reaches 3.0); then samples 40
 #                characters; then Python (bench/gpt_peer.py) loads ckpt.pt into a GPT with
 #                nanoGPT's names, strict, and its val loss on tp's val windows equals tp's
-#                within 1e-4; then --init-from starts a run from that ckpt.pt.
+#                within 1e-4; then --init-from starts a run from that ckpt.pt; a ckpt.pt
+#                whose model_args do not fit its weights, or a folder in its place, is named.
 #   killed       a run killed with SIGKILL mid-epoch resumes, and ends with the same weights,
 #                bit for bit, as a run never interrupted (dropout on: the generators resume too)
 #   ranks        2 processes train the first 200 steps, 1 process the rest: it says what
@@ -51,6 +52,19 @@ learn)
   "$python" -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) < 1e-4 else 1)" "$tp_loss" "$py_loss" ||
     fail "Python's val loss $py_loss differs from tp's $tp_loss"
   "$gpt" --data "$text" --out-dir "$dir/again" "${small[@]}" --max-iters 100 --lr-decay-iters 100 --init-from "$dir/run" --max-val-loss 3.2 | tee "$dir/again.log"
+  # A damaged ckpt.pt is named, not an allocation failure: model_args that ask for a model a
+  # trillion wide, and a folder in its place.
+  mkdir -p "$dir/wide" "$dir/folder/ckpt.pt"
+  cp -r "$dir/run/data" "$dir/wide/"
+  "$python" -c "
+import sys, torch
+c = torch.load(sys.argv[1], map_location='cpu')
+c['model_args']['n_embd'] = 10**12
+torch.save(c, sys.argv[2])" "$dir/run/ckpt.pt" "$dir/wide/ckpt.pt"
+  if "$gpt" --sample 5 --out-dir "$dir/wide" >"$dir/wide.log" 2>&1; then fail "a ckpt.pt a trillion wide was sampled from"; fi
+  grep -q "model_args says 'transformer.wte.weight' is \[[0-9]*, 1000000000000\] but the weight is" "$dir/wide.log" || { cat "$dir/wide.log"; fail "the wide model_args were not named"; }
+  if "$gpt" --sample 5 --out-dir "$dir/folder" >"$dir/folder.log" 2>&1; then fail "a folder was sampled from"; fi
+  grep -q "ckpt.pt: is a folder, not a torch.save file" "$dir/folder.log" || { cat "$dir/folder.log"; fail "the folder was not named"; }
   ;;
 killed)
   run=("$gpt" --data "$text" "${small[@]}" --max-iters 400 --lr-decay-iters 400 --dropout 0.1)

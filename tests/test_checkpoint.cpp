@@ -167,6 +167,24 @@ TEST(Resume, ACheckpointOfAnotherModelIsAnErrorNamingTheTensor) {
   expect_bitwise_equal(weights_of(other), before);  // nothing was changed
 }
 
+// A diverged run's checkpoint (NaN in a weight) is refused, naming the weight, before anything
+// is loaded: resumed, it would train on NaN to the end and exit as if all were well.
+TEST(Resume, ADivergedRunsCheckpointIsRefusedNamingTheWeight) {
+  TempDir dir("resume_nan");
+  auto diverged = mlp_trainer(1);
+  diverged.train();
+  {
+    torch::NoGradGuard no_grad;
+    diverged.model()->b->bias.fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  tp::save_checkpoint(diverged, dir.path / "nan.ckpt");
+  auto other = mlp_trainer(1);
+  const auto before = weights_of(other);
+  const auto what = error_message_of<tp::checkpoint_error>([&] { tp::load_checkpoint(other, dir.path / "nan.ckpt"); });
+  EXPECT_NE(what.find("nan.ckpt holds NaN or infinite values in 'b.bias'"), std::string::npos) << what;
+  expect_bitwise_equal(weights_of(other), before);
+}
+
 // A checkpoint whose model fits but whose optimizer does not (Adam's state into SGD) is refused
 // after the model has been read: the trainer keeps its own model and optimizer all the same.
 TEST(Resume, AnOptimizerThatDoesNotFitLeavesTheModelAsItWas) {

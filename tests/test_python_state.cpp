@@ -194,6 +194,10 @@ TEST(PythonState, RefusesWhatDoesNotFitAndLoadsNothing) {
   expect_error([&] { tp::load_state_dict(*model, plain); }, plain, {"not a torch.save file"});
   const auto legacy = (dir.path / "legacy.pt").string();
   expect_error([&] { tp::load_state_dict(*model, legacy); }, legacy, {"not a torch.save file"});
+  // A folder where a file is named (a nanoGPT out_dir's ckpt.pt made a folder): named, not an
+  // allocation failure.
+  fs::create_directories(dir.path / "folder.pt");
+  expect_error([&] { tp::load_state_dict(*model, dir.path / "folder.pt"); }, (dir.path / "folder.pt").string(), {"is a folder, not a torch.save file"});
   const auto list = (dir.path / "a_list.pt").string();
   expect_error([&] { tp::load_state_dict(*model, list); }, list, {"not a state_dict"});
   // A state_dict cut short.

@@ -385,7 +385,7 @@ TEST(ParameterSharding, GatheredInBf16TheStepsSendHalfTheBytes) {
 // No rank writes a unit whole: each rank's part holds its rows of the units' parameters (about
 // 1/N of them; the last row of a unit is short), rank 0's file the rest of the state_dict, and
 // together they are the weights the run ended with, which tp-export --state-dict and --whole
-// join in the state_dict's order.
+// join in the state_dict's order; rank 0's file without tp's section is refused.
 TEST(ParameterSharding, EachRankWritesItsRowsAndTpExportJoinsThem) {
   TempDir dir("shard_parameters_parts");
   for (int world : {2, 4}) {
@@ -426,6 +426,16 @@ TEST(ParameterSharding, EachRankWritesItsRowsAndTpExportJoinsThem) {
     EXPECT_EQ(out.find("equal False"), std::string::npos) << out;
     EXPECT_NE(out.find("equal True"), std::string::npos) << out;
   }
+  // Re-saved without tp's section, rank 0's file alone lacks the units' parameters: what cannot
+  // be exported whole is refused, not written in part.
+  const auto main = dir.path / "ckpt2" / "model-0000000005.ckpt";
+  output_of({TP_PYTHON, "-c", "import sys, torch\nm = torch.load(sys.argv[1])\ndel m['tp']\ntorch.save(m, sys.argv[1])\n", main.string()});
+  auto refused = start({TP_EXPORT, main.string(), "--state-dict", (dir.path / "partial.pt").string()}, {});
+  refused.finish();
+  EXPECT_FALSE(refused.succeeded()) << refused.output;
+  EXPECT_NE(refused.output.find("has parts beside it (model-0000000005.part-"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("no 'tp' section"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(dir.path / "partial.pt"));
 }
 
 // A parameter-sharded run's checkpoint, joined on loading: resumed the same way it ends with

@@ -165,6 +165,7 @@ struct trainer_state {
                                       "load it with tp::load_checkpoint, which reads them, or make it one file with tp-export --whole");
     const auto weights = own.contains("sharded_parameters") ? c10::IValue(join_parameters(all.value("state_dict"), own.at("sharded_parameters"), *parts, source))
                                                             : all.value("state_dict");
+    refuse_non_finite(weights, source);
     all_or_nothing(t, [&] {
       const auto take_rows = load_weights(t, weights, source);
       if (saved_in_parts) {
@@ -190,6 +191,20 @@ struct trainer_state {
   }
 
  private:
+  // A diverged run's checkpoint (a NaN or an infinity in a weight) would resume into a run
+  // that trains on NaN to the end and exits as if well: refused, naming the weight.
+  static void refuse_non_finite(const c10::IValue& weights, const std::string& source) {
+    if (!weights.isGenericDict()) return;
+    for (const auto& entry : weights.toGenericDict()) {
+      if (!entry.value().isTensor()) continue;
+      const auto& w = entry.value().toTensor();
+      if (w.is_floating_point() && w.numel() > 0 && !w.isfinite().all().item<bool>())
+        throw checkpoint_error(source + " holds NaN or infinite values in '" + (entry.key().isString() ? entry.key().toStringRef() : "?") +
+                               "': the run that wrote it had diverged. Move it (and any later checkpoint) out of the folder to resume "
+                               "from the one before, or start afresh");
+    }
+  }
+
   // Batches one process takes per step (towers times micro-batches), 1 when the policy cannot say.
   static std::int64_t batches_per_step(const Trainer& t) {
     if constexpr (counts_batches<typename Trainer::replicas_type>) return t.replicas_.batches_per_step();

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 #include <torch/types.h>
@@ -39,6 +41,22 @@ inline c10::IValue parameter_piece(const std::string& name, std::int64_t offset,
   return one;
 }
 
+// The flat tensor a sharded parameter of `numel` elements is joined into. A damaged shape can
+// ask for more than the machine holds, which the allocator might promise and the kernel then
+// fail to keep: refused first, by the machine's memory.
+inline torch::Tensor whole_of(const std::string& name, std::int64_t numel, const torch::TensorOptions& options, const std::string& source) {
+  const auto bytes = static_cast<long double>(numel) * static_cast<long double>(options.dtype().itemsize());
+  const auto memory = static_cast<long double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<long double>(::sysconf(_SC_PAGESIZE));
+  if (memory > 0 && bytes > memory)
+    throw checkpoint_error(source + ": '" + name + "' is listed with " + std::to_string(numel) + " elements (" +
+                           std::to_string(static_cast<double>(bytes / (1 << 30))) + " GiB), more than this machine's memory: the file is damaged");
+  try {
+    return torch::zeros({numel}, options);
+  } catch (const c10::Error& e) {
+    throw checkpoint_error(source + ": '" + name + "' of " + std::to_string(numel) + " elements cannot be allocated: " + e.what_without_backtrace());
+  }
+}
+
 // The state_dict `saved` with the parameters `listed` names (tp/sharded_parameters) joined
 // from the parts' pieces, each at its place.
 inline c10::impl::GenericDict join_parameters(const c10::IValue& saved, const state_tree& listed, const state_parts& parts,
@@ -55,7 +73,10 @@ inline c10::impl::GenericDict join_parameters(const c10::IValue& saved, const st
     const auto one = listed.at(name);
     t.shape = one.integers("shape");
     t.at = one.integer("at");
-    for (const auto d : t.shape) t.numel *= d;
+    for (const auto d : t.shape)
+      if (d < 0 || __builtin_mul_overflow(t.numel, d, &t.numel))
+        throw checkpoint_error(source + ": '" + name + "' is listed with the shape " + c10::str(c10::IntArrayRef(t.shape)) +
+                               ", which no tensor has: the file is damaged");
   }
   for (std::size_t k = 0; k < parts.covers.size(); ++k) {
     const auto part = parts.read(k);
@@ -74,7 +95,7 @@ inline c10::impl::GenericDict join_parameters(const c10::IValue& saved, const st
       if (offset < 0 || value.numel() != piece.integer("length") || offset + value.numel() > t.numel)
         throw checkpoint_error(source + ": a piece of '" + name + "' is [" + std::to_string(offset) + ", " +
                                std::to_string(offset + value.numel()) + ") of a parameter of " + std::to_string(t.numel) + " elements");
-      if (!t.flat.defined()) t.flat = torch::zeros({t.numel}, value.options());
+      if (!t.flat.defined()) t.flat = whole_of(name, t.numel, value.options(), source);
       t.flat.narrow(0, offset, value.numel()).copy_(value);
       t.covered += value.numel();
     }

@@ -577,6 +577,11 @@ TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& na
 }
 
 TP_DECL py_value read_torch_save(const std::filesystem::path& path) {
+  // A folder opens as a stream whose size is -1 (an allocation failure), a device never ends.
+  std::error_code ec;
+  if (const auto status = std::filesystem::status(path, ec); std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw checkpoint_error(path.string() + ": is " + (std::filesystem::is_directory(status) ? "a folder" : "not a regular file") +
+                           ", not a torch.save file; name the file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw checkpoint_error(path.string() + ": cannot be opened");
   std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
