@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "built_paths.hpp"
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -31,7 +31,7 @@ namespace {
 const fs::path& images() {
   static TempDir dir("image_sources");
   static const bool written = [] {
-    const auto out = tp_test::run(std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/scripts/write_image_folder.py " + dir.path.string() +
+    const auto out = tp_test::run(std::string(TP_PYTHON) + " " + tp_test::source_dir() + "/scripts/write_image_folder.py " + dir.path.string() +
                                   " --limit 24 --tar-shards 4 2>&1");
     EXPECT_TRUE(fs::exists(dir.path / "train-000003.tar")) << out;
     return true;

@@ -338,6 +338,7 @@ struct Child {
 Child spawn_worker(const fs::path& logdir, const fs::path& weights, bool lockstep = false) {
   int out[2], in[2];
   if (::pipe(out) != 0 || ::pipe(in) != 0) throw std::runtime_error("pipe failed");
+  const char* const worker = TP_RESUME_WORKER;  // found before fork: the child only execs
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(out[1], STDOUT_FILENO);
@@ -346,7 +347,7 @@ Child spawn_worker(const fs::path& logdir, const fs::path& weights, bool lockste
     for (int fd : {out[0], out[1], in[0], in[1]}) ::close(fd);
     const int null = ::open((logdir.parent_path() / "worker.err").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(null, STDERR_FILENO);  // the resume messages and any error, for the failure message
-    ::execl(TP_RESUME_WORKER, TP_RESUME_WORKER, logdir.c_str(), weights.c_str(), lockstep ? "--lockstep" : static_cast<char*>(nullptr),
+    ::execl(worker, worker, logdir.c_str(), weights.c_str(), lockstep ? "--lockstep" : static_cast<char*>(nullptr),
             static_cast<char*>(nullptr));
     ::_exit(127);
   }

@@ -45,7 +45,7 @@ void expect_same_training(int world, int accumulate = 1, std::string loss_scale 
   std::vector<std::string> common{"--steps",      "20",       "--batch",     "8",      "--accumulate", std::to_string(accumulate),
                                   "--loss-scale", loss_scale, "--optimizer", optimizer};
   if (scripted) {
-    const std::string line = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/scripted/reference_scripted.py mlp " + dir.path.string();
+    const std::string line = std::string(TP_PYTHON) + " " + tp_test::source_dir() + "/tests/scripted/reference_scripted.py mlp " + dir.path.string();
     ASSERT_EQ(std::system(line.c_str()), 0) << line;
     common.insert(common.end(), {"--scripted", (dir.path / "mlp.pt").string()});
   }
@@ -572,7 +572,7 @@ TEST(TpRun, CtrlCAtTheTerminalStopsEveryRankAfterTheSameStep) {
 // (whole shard files per rank, equal shares) all of each rank's share.
 void expect_each_image_read_once_per_pass(const std::string& kind, std::size_t expected_per_pass) {
   TempDir dir("read_pass_" + kind);
-  auto write = start({TP_PYTHON, TP_SOURCE_DIR "/scripts/write_image_folder.py", (dir.path / "images").string(), "--limit", "40",
+  auto write = start({TP_PYTHON, tp_test::source_dir() + "/scripts/write_image_folder.py", (dir.path / "images").string(), "--limit", "40",
                       "--tar-shards", "4"},
                      {});
   write.finish();

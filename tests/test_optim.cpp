@@ -43,7 +43,7 @@ void expect_python_trajectory(const std::string& name) {
   write_raw(dir.path / "b0", b0);
   write_raw(dir.path / "gw", gw);
   write_raw(dir.path / "gb", gb);
-  const std::string command = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/optim/reference_optimizer.py " + dir.path.string() + " " + name;
+  const std::string command = std::string(TP_PYTHON) + " " + tp_test::source_dir() + "/tests/optim/reference_optimizer.py " + dir.path.string() + " " + name;
   ASSERT_EQ(std::system(command.c_str()), 0) << command << " failed: Python's torch comes from Debian's python3-torch (scripts/setup.sh installs it)";
   const auto python = read_raw(dir.path / "trajectory", torch::kFloat, {100, 15});
   const torch::Tensor ours = trajectory<Optimizer, Options>(w0, b0, gw, gb);

@@ -18,7 +18,7 @@ using namespace tp_test;
 namespace {
 
 int peer(const std::string& arguments) {
-  const std::string command = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/python/state_peer.py " + arguments;
+  const std::string command = std::string(TP_PYTHON) + " " + tp_test::source_dir() + "/tests/python/state_peer.py " + arguments;
   return std::system(command.c_str());
 }
 

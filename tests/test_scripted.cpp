@@ -16,7 +16,7 @@ using namespace tp_test;
 namespace {
 
 void python(const std::string& command, const std::filesystem::path& dir) {
-  const std::string line = std::string(TP_PYTHON) + " " + TP_SOURCE_DIR "/tests/scripted/reference_scripted.py " + command + " " + dir.string();
+  const std::string line = std::string(TP_PYTHON) + " " + tp_test::source_dir() + "/tests/scripted/reference_scripted.py " + command + " " + dir.string();
   ASSERT_EQ(std::system(line.c_str()), 0) << line << " failed (Python's torch is Debian's python3-torch; scripts/setup.sh installs it)";
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../built_paths.hpp"
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
