@@ -44,12 +44,10 @@ for ((k = 1; k <= kills; k++)); do
   # Somewhere in the first 60% of a run, in ms: resumed runs pass their checkpoints by.
   sleep "$(awk -v r="$RANDOM" -v s="$whole_s" 'BEGIN { printf "%.3f", 1 + (r / 32768) * s * 0.6 }')"
   writing=$(find "$scratch/killed" -name "*.tmp.*" 2>/dev/null | wc -l)
-  pkill -9 -f -- "--out-dir $scratch/killed" 2>/dev/null || true
-  kill -9 "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  { pkill -9 -f -- "--out-dir $scratch/killed"; kill -9 "$pid"; wait "$pid"; } 2>/dev/null || true  # quiet: no "Killed" line
   if grep -q "best val loss" "$scratch/run.$k.log"; then echo "kill $k: the run had finished; starting over" && rm -rf "$scratch/killed" && ((k--)) && continue; fi
   [ "$writing" -gt 0 ] && during_write=$((during_write + 1))
-  said=$(grep -hoE "resumed from [^ ]*|renamed it to [^ ;]*|is not whole[^;]*|cannot be opened" "$scratch/run.$k.log" | sed 's|'"$scratch"'/||' | tr '\n' ';' || true)
+  said=$(grep -hoE "resumed from [^ ]*|renamed it to [^ ;]*|is not whole[^;]*|cannot be opened" "$scratch/run.$k.log" | sed 's|'"$scratch"'/||' | sort -u | tr '\n' ';' || true)
   echo "kill $k: $( [ "$writing" -gt 0 ] && echo "during a write ($writing temporary files)" || echo "between writes"); ${said:-nothing resumed}"
 done
 "$tp_run" -n 2 "$gpt" "${args[@]}" --out-dir "$scratch/killed" >"$scratch/final.log" 2>&1 || { cat "$scratch/final.log"; exit 1; }
