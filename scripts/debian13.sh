@@ -66,7 +66,7 @@ cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
 # A clean environment, as a new user's, keeping what CI and the BLAS kernels need.
 pass=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb)
-for name in CI JOBS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE FUZZ_RUNS FUZZ_TARGETS; do
+for name in CI JOBS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE FUZZ_RUNS FUZZ_TARGETS FUZZ_SECONDS FUZZ_JOBS; do
   [ -n "${!name:-}" ] && pass+=("$name=${!name}")
 done
 # Stage times (scripts/timed.sh), where the log is in the source tree that the root sees at /tp.
