@@ -64,7 +64,7 @@ torch.save(c, sys.argv[2])" "$dir/run/ckpt.pt" "$dir/wide/ckpt.pt"
   if "$gpt" --sample 5 --out-dir "$dir/wide" >"$dir/wide.log" 2>&1; then fail "a ckpt.pt a trillion wide was sampled from"; fi
   grep -q "model_args says 'transformer.wte.weight' is \[[0-9]*, 1000000000000\] but the weight is" "$dir/wide.log" || { cat "$dir/wide.log"; fail "the wide model_args were not named"; }
   if "$gpt" --sample 5 --out-dir "$dir/folder" >"$dir/folder.log" 2>&1; then fail "a folder was sampled from"; fi
-  grep -q "ckpt.pt: is a folder, not a torch.save file" "$dir/folder.log" || { cat "$dir/folder.log"; fail "the folder was not named"; }
+  grep -q "ckpt.pt is a folder, not a torch.save file" "$dir/folder.log" || { cat "$dir/folder.log"; fail "the folder was not named"; }
   ;;
 killed)
   run=("$gpt" --data "$text" "${small[@]}" --max-iters 400 --lr-decay-iters 400 --dropout 0.1)

@@ -385,7 +385,8 @@ TEST(ParameterSharding, GatheredInBf16TheStepsSendHalfTheBytes) {
 // No rank writes a unit whole: each rank's part holds its rows of the units' parameters (about
 // 1/N of them; the last row of a unit is short), rank 0's file the rest of the state_dict, and
 // together they are the weights the run ended with, which tp-export --state-dict and --whole
-// join in the state_dict's order; rank 0's file without tp's section is refused.
+// join in the state_dict's order; rank 0's file without tp's section is refused, and so is a
+// listed shape that no tensor has or that this machine cannot hold.
 TEST(ParameterSharding, EachRankWritesItsRowsAndTpExportJoinsThem) {
   TempDir dir("shard_parameters_parts");
   for (int world : {2, 4}) {
@@ -436,6 +437,23 @@ TEST(ParameterSharding, EachRankWritesItsRowsAndTpExportJoinsThem) {
   EXPECT_NE(refused.output.find("has parts beside it (model-0000000005.part-"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("no 'tp' section"), std::string::npos) << refused.output;
   EXPECT_FALSE(fs::exists(dir.path / "partial.pt"));
+  // A listed shape that no tensor has (its product overflows), or one larger than the machine's
+  // memory, is the damage named, not an allocator's failure or a LibTorch stack trace.
+  const auto four = dir.path / "ckpt4" / "model-0000000005.ckpt";
+  for (const auto& [shape, said] : {std::pair<std::string, std::string>{"1099511627776,1099511627776", "which no tensor has"},
+                                    {"1048576,1048576", "more than this machine's memory"}}) {
+    output_of({TP_PYTHON, "-c",
+               "import sys, torch\nm = torch.load(sys.argv[1])\nlisted = m['tp']['sharded_parameters']\n"
+               "listed[next(iter(listed))]['shape'] = [int(d) for d in sys.argv[2].split(',')]\ntorch.save(m, sys.argv[1])\n",
+               four.string(), shape});
+    auto impossible = start({TP_EXPORT, four.string(), "--state-dict", (dir.path / "impossible.pt").string()}, {});
+    impossible.finish();
+    EXPECT_FALSE(impossible.succeeded()) << impossible.output;
+    EXPECT_NE(impossible.output.find(said), std::string::npos) << impossible.output;
+    EXPECT_NE(impossible.output.find("the file is damaged"), std::string::npos) << impossible.output;
+    EXPECT_EQ(impossible.output.find("Exception raised from"), std::string::npos) << "no LibTorch stack trace:\n" << impossible.output;
+    EXPECT_FALSE(fs::exists(dir.path / "impossible.pt"));
+  }
 }
 
 // A parameter-sharded run's checkpoint, joined on loading: resumed the same way it ends with

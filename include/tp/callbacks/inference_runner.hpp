@@ -197,7 +197,7 @@ class InferenceRunner {
       trainer.sum_across_processes(sums);
       if (sums[0] == 0) throw std::runtime_error("tp::InferenceRunner: the dataflow gave no batch on any of the " + std::to_string(trainer.process_count()) + " processes");
       std::size_t i = 1;
-      for (auto& [name, value] : results) value = sums[0] > 0 ? sums[i++] / sums[0] : 0.0;
+      for (auto& [name, value] : results) value = sums[i++] / sums[0];
     }
     for (const auto& [name, value] : results) trainer.put_scalar(name, value);
   }

@@ -482,11 +482,14 @@ inline std::optional<c10::impl::GenericDict> joined_state_dict(const checked_che
   const auto* own = content.is_dict() ? content.find("tp") : nullptr;
   // Parts beside a file without tp's section: what joins them was taken out (a re-save of the
   // file that dropped the key), and its state_dict alone lacks the parameters the parts hold.
-  if ((!own || !own->is_dict()) && !checkpoint_parts_on_disk(path).files.empty())
-    bad_checkpoint(path, "has parts beside it (" + checkpoint_parts_on_disk(path).files.front().filename().string() +
-                             ", ...) but no 'tp' section that says what they hold: its weights cannot be read whole. Use the file "
-                             "as tp wrote it (a re-save that keeps every key keeps it readable)");
-  if (!own || !own->is_dict() || !own->find("sharded_parameters")) return std::nullopt;
+  if (!own || !own->is_dict()) {
+    if (const auto beside = checkpoint_parts_on_disk(path).files; !beside.empty())
+      bad_checkpoint(path, "has parts beside it (" + beside.front().filename().string() +
+                               ", ...) but no 'tp' section that says what they hold: its weights cannot be read whole. Use the file "
+                               "as tp wrote it (a re-save that keeps every key keeps it readable)");
+    return std::nullopt;
+  }
+  if (!own->find("sharded_parameters")) return std::nullopt;
   const auto whole = checkpoint_content(checked);
   const auto parts = checkpoint_parts(whole, path);
   if (!parts) bad_checkpoint(path, "says its parameters are sharded but lists no parts");

@@ -14,8 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -26,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <tp/checkpoint/detail/atomic_file.hpp>
+#include <tp/io/whole_file.hpp>
 
 namespace tp::data {
 
@@ -69,19 +68,6 @@ inline void append_utf8(std::string& out, char32_t c) {
   }
 }
 
-// A whole file, or a message naming it: a folder or a device (/dev/zero never ends) is refused
-// before reading, not found out by the stream library's own words or an allocation failure.
-inline std::string read_whole_file(const std::filesystem::path& path, const char* who) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(status))
-    throw std::invalid_argument(std::string(who) + ": '" + path.string() + "' is a folder, not a file; name a file in it");
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw std::invalid_argument(std::string(who) + ": '" + path.string() + "' is not a regular file (a device, a pipe or a socket); name a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument(std::string(who) + ": cannot read '" + path.string() + "'");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 }  // namespace detail
 
 class CharacterVocabulary {
@@ -100,7 +86,7 @@ class CharacterVocabulary {
     const std::string who = "tp::data::CharacterVocabulary: '" + path.string() + "'";
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(detail::read_whole_file(path, "tp::data::CharacterVocabulary"));
+      j = nlohmann::json::parse(tp::detail::read_whole_file<std::invalid_argument>(path, who));
     } catch (const nlohmann::json::exception& e) {
       throw std::invalid_argument(who + " is not JSON: " + e.what());
     }
@@ -204,7 +190,7 @@ inline prepared_tokens prepare_character_tokens(const std::filesystem::path& tex
                                                 double train_fraction = 0.9) {
   if (!(train_fraction > 0 && train_fraction < 1))
     throw std::invalid_argument("tp::data::prepare_character_tokens: train_fraction must be in (0, 1), not " + std::to_string(train_fraction));
-  const auto content = detail::read_whole_file(text, "tp::data::prepare_character_tokens");
+  const auto content = tp::detail::read_whole_file<std::invalid_argument>(text, "tp::data::prepare_character_tokens: '" + text.string() + "'");
   auto vocabulary = CharacterVocabulary::of_text(content, "'" + text.string() + "'");
   const auto ids = vocabulary.encode(content);
   const auto split = static_cast<std::size_t>(static_cast<double>(ids.size()) * train_fraction);
@@ -217,7 +203,7 @@ inline prepared_tokens prepare_character_tokens(const std::filesystem::path& tex
   for (const auto& [path, bytes] : files) {
     std::error_code ec;
     if (std::filesystem::exists(path, ec) &&
-        detail::read_whole_file(path, "tp::data::prepare_character_tokens") != bytes)
+        tp::detail::read_whole_file<std::invalid_argument>(path, "tp::data::prepare_character_tokens: '" + path.string() + "'") != bytes)
       throw std::invalid_argument("tp::data::prepare_character_tokens: " + dir.string() + " holds the tokens of another text (its " +
                                   path.filename().string() + " is not what '" + text.string() +
                                   "' gives), which its checkpoints were trained on: prepare this text in another folder, or remove " +

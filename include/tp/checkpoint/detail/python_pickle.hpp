@@ -22,6 +22,7 @@
 
 #include <tp/checkpoint/checkpoint_error.hpp>
 #include <tp/compiled_part.hpp>
+#include <tp/io/whole_file.hpp>
 
 namespace tp::detail {
 
@@ -156,7 +157,6 @@ TP_DECL c10::IValue to_ivalue(const py_value& value, const std::string& path);
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -577,17 +577,7 @@ TP_DECL py_value read_torch_save(const std::string& bytes, const std::string& na
 }
 
 TP_DECL py_value read_torch_save(const std::filesystem::path& path) {
-  // A folder opens as a stream whose size is -1 (an allocation failure), a device never ends.
-  std::error_code ec;
-  if (const auto status = std::filesystem::status(path, ec); std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw checkpoint_error(path.string() + ": is " + (std::filesystem::is_directory(status) ? "a folder" : "not a regular file") +
-                           ", not a torch.save file; name the file");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw checkpoint_error(path.string() + ": cannot be opened");
-  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw checkpoint_error(path.string() + ": cannot be read");
-  return read_torch_save(bytes, path.string());
+  return read_torch_save(read_whole_file<checkpoint_error>(path, path.string(), "a torch.save file"), path.string());
 }
 
 TP_DECL c10::IValue to_ivalue(const py_value& value, const std::string& path) {
