@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include <tp/distributed/environment.hpp>
-#include <tp/checkpoint/detail/writable_folder.hpp>
+#include <tp/io/writable_folder.hpp>
 
 namespace tp {
 

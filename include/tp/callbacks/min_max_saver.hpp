@@ -18,7 +18,7 @@
 
 #include <tp/checkpoint/files.hpp>
 #include <tp/callbacks/detail/plateau.hpp>
-#include <tp/checkpoint/detail/writable_folder.hpp>
+#include <tp/io/writable_folder.hpp>
 
 namespace tp {
 

@@ -38,9 +38,9 @@
 #include <vector>
 
 #include <tp/checkpoint/files.hpp>
-#include <tp/checkpoint/detail/atomic_file.hpp>
-#include <tp/checkpoint/detail/background_writer.hpp>
-#include <tp/checkpoint/detail/writable_folder.hpp>
+#include <tp/io/atomic_file.hpp>
+#include <tp/io/background_writer.hpp>
+#include <tp/io/writable_folder.hpp>
 
 namespace tp {
 

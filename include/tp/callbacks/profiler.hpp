@@ -28,7 +28,7 @@
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include <tp/checkpoint/detail/writable_folder.hpp>
+#include <tp/io/writable_folder.hpp>
 
 namespace tp {
 

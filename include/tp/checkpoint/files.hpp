@@ -314,8 +314,8 @@ TP_DECL void load_model(const std::filesystem::path& path, torch::nn::Module& mo
 #include <sstream>
 #include <stdexcept>
 
-#include <tp/checkpoint/detail/atomic_file.hpp>
-#include <tp/checkpoint/detail/crc32c.hpp>
+#include <tp/io/atomic_file.hpp>
+#include <tp/io/crc32c.hpp>
 #include <tp/checkpoint/detail/parameter_pieces.hpp>
 #include <tp/optim/optimizer_pieces.hpp>
 

@@ -93,7 +93,7 @@ TP_DECL void load_optimizer_state(torch::optim::Optimizer& optimizer, const std:
 #include <map>
 #include <stdexcept>
 
-#include <tp/checkpoint/detail/atomic_file.hpp>
+#include <tp/io/atomic_file.hpp>
 
 namespace tp {
 

@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <tp/checkpoint/detail/atomic_file.hpp>
+#include <tp/io/atomic_file.hpp>
 #include <tp/io/whole_file.hpp>
 
 namespace tp::data {

@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <tp/checkpoint/detail/atomic_file.hpp>
-#include <tp/checkpoint/detail/writable_folder.hpp>
+#include <tp/io/atomic_file.hpp>
+#include <tp/io/writable_folder.hpp>
 
 namespace tp {
 

@@ -30,9 +30,9 @@
 
 #include <torch/types.h>
 
-#include <tp/checkpoint/detail/crc32c.hpp>
+#include <tp/io/crc32c.hpp>
 #include <tp/monitors/detail/png.hpp>
-#include <tp/checkpoint/detail/writable_folder.hpp>
+#include <tp/io/writable_folder.hpp>
 
 namespace tp {
 
