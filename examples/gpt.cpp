@@ -52,7 +52,7 @@ namespace {
 struct flags {
   std::string data, out_dir = "out", preset, init_from;
   std::int64_t n_layer = 12, n_head = 12, n_embd = 768, block_size = 1024, batch_size = 12, vocab_size = 0;
-  std::int64_t max_iters = 600000, lr_decay_iters = 600000, warmup_iters = 2000, eval_interval = 2000, eval_iters = 200;
+  std::int64_t max_iters = 600000, lr_decay_iters = 600000, warmup_iters = 2000, eval_interval = 2000, eval_iters = 200, log_interval = 1;
   int gradient_accumulation_steps = 40;
   double learning_rate = 6e-4, min_lr = 6e-5, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, grad_clip = 1.0, dropout = 0.0;
   bool bias = false, decay_lr = true;
@@ -72,6 +72,7 @@ void shakespeare_char(flags& f) {
   f.out_dir = "out-shakespeare-char";
   f.eval_interval = 250;
   f.eval_iters = 200;
+  f.log_interval = 10;
   f.gradient_accumulation_steps = 1;
   f.batch_size = 64;
   f.block_size = 256;
@@ -119,6 +120,7 @@ flags parse(int argc, char** argv) {
   app.add_option("--beta2", f.beta2)->check(CLI::Range(0.0, 0.999999));
   app.add_option("--grad-clip", f.grad_clip, "global-norm clipping (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--eval-interval", f.eval_interval, "steps between evaluations; it must divide --max-iters")->check(CLI::PositiveNumber);
+  app.add_option("--log-interval", f.log_interval, "steps between nanoGPT's `iter N: loss X, time Yms` lines")->check(CLI::PositiveNumber);
   app.add_option("--eval-iters", f.eval_iters, "batches of each split an evaluation averages")->check(CLI::PositiveNumber);
   app.add_option("--gradient-accumulation-steps", f.gradient_accumulation_steps, "micro-batches per step, over all ranks")->check(CLI::PositiveNumber);
   app.add_option("--seed", f.seed);
@@ -282,6 +284,18 @@ class NanoGptCheckpoint {
   double best_ = 1e9;  // nanoGPT's initial best_val_loss
 };
 
+// Prints nanoGPT's `iter N: loss X, time Yms` line (the chief only) whenever StepTimes puts a
+// step's time: every --log-interval steps, so that a stall shows when it happens.
+struct IterationLog {
+  template <class Trainer>
+  void on_scalar(Trainer& trainer, std::string_view name, double ms) {
+    if (name != "step_ms" || !trainer.is_chief()) return;
+    const auto& loss = trainer.last_cost();  // the step's mean loss over its micro-batches
+    std::cout << "iter " << trainer.global_step() << ": loss " << std::fixed << std::setprecision(4) << (loss.defined() ? loss.template item<double>() : std::nan(""))
+              << ", time " << std::setprecision(2) << ms << "ms" << std::defaultfloat << std::endl;
+  }
+};
+
 // What eval_iters batches of a split give: their mean loss, as <split>_loss.
 auto evaluation(tp::data::TokenFile file, const flags& f, const tp::process_environment& env, const std::string& split) {
   auto windows = tp::data::fixed_windows(std::move(file), f.block_size, f.eval_iters * f.batch_size, f.seed + 1) |
@@ -324,7 +338,7 @@ result train(Input input, Distribution distribution, const flags& f, const gpt::
   const double peak = f.learning_rate, floor = f.decay_lr ? f.min_lr : f.learning_rate;
   tp::Trainer trainer(std::move(input), std::move(desc), std::move(distribution),
                       tp::TrainOptions().steps_per_epoch(f.eval_interval).max_epoch(static_cast<int>(f.max_iters / f.eval_interval)).intra_op_threads(f.threads),
-                      tp::RunEnvironment(), tp::ProgressBar(),
+                      tp::RunEnvironment(), tp::ProgressBar(), tp::StepTimes(f.log_interval), IterationLog(),
                       tp::CosineSchedule(tp::learning_rate(), peak, floor, f.warmup_iters, std::max(f.lr_decay_iters, f.warmup_iters + 1)),
                       // the training file's ids were checked when main() opened it; the val file's are here
                       evaluation(tp::data::TokenFile(data.train), f, env, "train"),

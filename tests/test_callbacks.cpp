@@ -2,9 +2,11 @@
 #include <csignal>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "support.hpp"
 
@@ -451,6 +453,38 @@ TEST(Throughput, PutsSamplesPerSecondAndTheTimeLeft) {
   // 160 samples of a tiny linear model take well under 0.16 s even on a loaded machine.
   EXPECT_GT(seen[0].second, 1000.0);
   EXPECT_THROW(tp::Throughput(0), std::invalid_argument);
+}
+
+namespace {
+// Holds up the loop for 60 ms before one step: the stall StepTimes must show.
+struct StallBefore {
+  std::int64_t step;
+  void before_step(auto& trainer) {
+    if (trainer.global_step() + 1 == step) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+};
+}  // namespace
+
+TEST(StepTimes, PutsEachStepsTimeSoThatAStallShows) {
+  auto trainer = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(5).max_epoch(2), StallBefore{3}, tp::StepTimes(), ScalarRecorder{});
+  trainer.train();
+  const auto& seen = trainer.callback<ScalarRecorder>().seen;
+  ASSERT_EQ(seen.size(), 14u);  // 5 steps and 2 figures, in each of 2 epochs
+  std::vector<double> steps;
+  for (const auto& [name, value] : seen)
+    if (name == "step_ms") steps.push_back(value);
+  ASSERT_EQ(steps.size(), 10u);
+  EXPECT_GE(steps[2], 60.0);  // the third step held the stall
+  EXPECT_EQ(seen[5].first, "step_ms_median");
+  EXPECT_LT(seen[5].second, 60.0);
+  EXPECT_EQ(seen[6].first, "step_ms_max");
+  EXPECT_EQ(seen[6].second, steps[2]);
+  EXPECT_LT(seen[13].second, 60.0);  // the second epoch had no stall
+
+  auto sparse = tp_test::make_trainer(tp::TrainOptions().steps_per_epoch(6).max_epoch(1), tp::StepTimes(3), ScalarRecorder{});
+  sparse.train();
+  EXPECT_EQ(sparse.callback<ScalarRecorder>().seen.size(), 4u);  // after steps 3 and 6, then the epoch's two
+  EXPECT_THROW(tp::StepTimes(0), std::invalid_argument);
 }
 
 // --- hyperparameters -----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@
 #include <tp/callbacks/run_environment.hpp>
 #include <tp/callbacks/scheduled_hyperparam.hpp>
 #include <tp/callbacks/slurm_requeue.hpp>
+#include <tp/callbacks/step_times.hpp>
 #include <tp/callbacks/throughput.hpp>
 #include <tp/callbacks/trigger.hpp>
 #include <tp/callbacks/warmup.hpp>
