@@ -6,6 +6,7 @@
 #define TP_BUILDING_COMPILED_PART
 #include <tp/checkpoint/files.hpp>
 #include <tp/trainer/detail/intra_op_threads.hpp>
+#include <tp/trainer/detail/freed_memory.hpp>
 #include <tp/checkpoint/detail/python_pickle.hpp>
 #include <tp/policies/distribution/detail/run_tower.hpp>
 #include <tp/trainer/detail/signals.hpp>

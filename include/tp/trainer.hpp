@@ -31,6 +31,7 @@
 #include <tp/concepts/tower.hpp>
 #include <tp/trainer/detail/broken_part.hpp>
 #include <tp/monitors/detail/image.hpp>
+#include <tp/trainer/detail/freed_memory.hpp>
 #include <tp/trainer/detail/intra_op_threads.hpp>
 #include <tp/trainer/detail/signals.hpp>
 #include <tp/model_summary.hpp>
@@ -117,6 +118,7 @@ class Trainer {
     const detail::signal_scope signals(options_.stop_signals());
     if (const auto threads = detail::choose_intra_op_threads(options_.intra_op_threads()); threads.threads > 0)
       at::set_num_threads(threads.threads);
+    detail::keep_freed_memory(options_.keep_freed_memory());
     callbacks_.setup(*this);
     const std::int64_t first_step = std::exchange(resume_.step, 0);
     position_.begin_run(options_.starting_epoch(), first_step);

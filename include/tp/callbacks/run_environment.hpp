@@ -2,11 +2,12 @@
 // RunEnvironment: says, when training starts, what the run computes with, since that decides
 // its speed more than anything tp does: the CPU and the instructions it has for the precisions
 // (AVX2, AVX-512, AVX-512 BF16, AMX), the BLAS LibTorch calls and which kernels it picked, the
-// intra-op threads, and the tower's precision and memory format.
+// intra-op threads, the tower's precision and memory format, and how malloc keeps freed memory.
 //
 //   tp: CPU AMD EPYC 9R14 (AVX2 AVX-512 AVX-512-BF16, no AMX); BLAS OpenBLAS 0.3.21 (Haswell
 //       kernels, OpenMP); 2 intra-op thread(s) (tp's default: the 2 physical core(s) this
-//       process may run on); precision bf16-mixed; memory format channels-last
+//       process may run on); precision bf16-mixed; memory format channels-last; malloc: freed
+//       blocks under 32 MiB kept for reuse, 256 MiB before trimming (tp's default)
 //
 // It says who chose the threads (tp's default, OMP_NUM_THREADS or the option:
 // trainer/detail/intra_op_threads.hpp), and warns when the reference BLAS is in use (about 20 times
@@ -29,6 +30,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
+#include <tp/trainer/detail/freed_memory.hpp>
 #include <tp/trainer/detail/intra_op_threads.hpp>
 #include <tp/precision.hpp>
 
@@ -103,7 +105,8 @@ class RunEnvironment {
     const auto blas = at::hasMKL() ? std::string("MKL (in LibTorch)") : detail::describe_blas();
     line << "; BLAS " << (blas.empty() ? "neither OpenBLAS nor MKL" : blas) << "; " << at::get_num_threads() << " intra-op thread(s) ("
          << detail::choose_intra_op_threads(trainer.options().intra_op_threads()).reason << "); precision "
-         << precision_name(precision) << "; memory format " << (channels_last ? "channels-last" : "contiguous") << "\n";
+         << precision_name(precision) << "; memory format " << (channels_last ? "channels-last" : "contiguous") << "; malloc: "
+         << detail::choose_freed_memory(trainer.options().keep_freed_memory()).reason << "\n";
     if (blas.empty())
       line << "tp: warning: LibTorch calls neither OpenBLAS nor MKL; the reference BLAS is about 20 times slower (on "
               "Debian, install libopenblas0-openmp)\n";
