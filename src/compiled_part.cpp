@@ -5,8 +5,8 @@
 // with such definitions is included here.
 #define TP_BUILDING_COMPILED_PART
 #include <tp/checkpoint/files.hpp>
-#include <tp/trainer/detail/intra_op_threads.hpp>
-#include <tp/trainer/detail/freed_memory.hpp>
+#include <tp/process/intra_op_threads.hpp>
+#include <tp/process/freed_memory.hpp>
 #include <tp/checkpoint/detail/python_pickle.hpp>
 #include <tp/policies/distribution/detail/run_tower.hpp>
 #include <tp/trainer/detail/signals.hpp>

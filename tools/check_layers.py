@@ -30,7 +30,6 @@ KNOWN_CROSS_DETAIL = {
     ("predictor.hpp", "policies/distribution/detail/tower_set.hpp"),
     ("trainer.hpp", "monitors/detail/image.hpp"),
     ("callbacks/detail/forward_hooks.hpp", "trainer/detail/state_key.hpp"),
-    ("callbacks/run_environment.hpp", "trainer/detail/intra_op_threads.hpp"),
     ("callbacks/filter_images.hpp", "policies/distribution/detail/unit_runtime.hpp"),
     ("model_summary.hpp", "policies/distribution/detail/unit_runtime.hpp"),
     ("distributed/evaluate_across.hpp", "policies/distribution/detail/collective_group.hpp"),

@@ -36,12 +36,12 @@ struct TrainOptions {
   TORCH_ARG(std::vector<int>, stop_signals) = {SIGINT, SIGTERM, SIGUSR1};
   // LibTorch's intra-op threads for this process, set when train() starts. 0, the default: the
   // physical cores this process may run on, shared among the run's processes on this machine,
-  // unless OMP_NUM_THREADS says otherwise (trainer/detail/intra_op_threads.hpp); -1: leave LibTorch's
+  // unless OMP_NUM_THREADS says otherwise (process/intra_op_threads.hpp); -1: leave LibTorch's
   // setting as the program left it.
   TORCH_ARG(int, intra_op_threads) = 0;
   // Freed memory kept for the next step, set when train() starts: glibc's malloc serves blocks
   // under 32 MiB from its heap and keeps up to 256 MiB freed instead of mapping and zeroing each
-  // step's memory anew (trainer/detail/freed_memory.hpp: twice as fast a CPU step, measured). The
+  // step's memory anew (process/freed_memory.hpp: twice as fast a CPU step, measured). The
   // environment's MALLOC_* settings win; false leaves malloc as the program left it.
   TORCH_ARG(bool, keep_freed_memory) = true;
   // The model summary (tp/model_summary.hpp) when training starts, and the optimizers' state

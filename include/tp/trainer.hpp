@@ -31,8 +31,8 @@
 #include <tp/concepts/tower.hpp>
 #include <tp/trainer/detail/broken_part.hpp>
 #include <tp/monitors/detail/image.hpp>
-#include <tp/trainer/detail/freed_memory.hpp>
-#include <tp/trainer/detail/intra_op_threads.hpp>
+#include <tp/process/freed_memory.hpp>
+#include <tp/process/intra_op_threads.hpp>
 #include <tp/trainer/detail/signals.hpp>
 #include <tp/model_summary.hpp>
 #include <tp/stop_training.hpp>

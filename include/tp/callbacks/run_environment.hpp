@@ -10,7 +10,7 @@
 //       blocks under 32 MiB kept for reuse, 256 MiB before trimming (tp's default)
 //
 // It says who chose the threads (tp's default, OMP_NUM_THREADS or the option:
-// trainer/detail/intra_op_threads.hpp), and warns when the reference BLAS is in use (about 20 times
+// process/intra_op_threads.hpp), and warns when the reference BLAS is in use (about 20 times
 // slower than OpenBLAS), and when bf16-mixed runs on a CPU without bf16 instructions (slower
 // than fp32 there).
 #include <dlfcn.h>
@@ -30,8 +30,8 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
-#include <tp/trainer/detail/freed_memory.hpp>
-#include <tp/trainer/detail/intra_op_threads.hpp>
+#include <tp/process/freed_memory.hpp>
+#include <tp/process/intra_op_threads.hpp>
 #include <tp/precision.hpp>
 
 namespace tp {
